@@ -1,0 +1,477 @@
+/* The core limiter side by side with its anchors, in one run:
+ *   - two bare atomic RMWs (the floor for an acquire+release pair),
+ *   - glibc sem_t (barging, no queue),
+ *   - a strict-FIFO mutex+condvar semaphore with per-waiter condvars and
+ *     direct handoff (the best one can do with those primitives),
+ *   - the same built the textbook way: tickets and one broadcast condvar,
+ *   - libbulkhead unfair and BH_FAIR.
+ * Prints ns per uncontended pair and ops/s under contention (N threads, P
+ * permits, ~100 ns critical section), each as the median of several rounds,
+ * and the ratios the project targets. A benchmark, not a test: it never
+ * fails; machines here are noisy, so read the ratios, not the absolutes. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bulkhead.h"
+
+/* ---- anchors ------------------------------------------------------------- */
+
+struct fifo_node {
+	struct fifo_node *next;
+	pthread_cond_t cond;
+	bool granted;
+};
+
+struct fifo_sem { /* per-waiter condvars, handoff */
+	pthread_mutex_t m;
+	struct fifo_node *head, *tail;
+	long permits;
+};
+
+static void fifo_acquire(struct fifo_sem *s)
+{
+	struct fifo_node me = { .granted = false };
+
+	pthread_mutex_lock(&s->m);
+	if (!s->head && s->permits > 0) {
+		s->permits--;
+		pthread_mutex_unlock(&s->m);
+		return;
+	}
+	pthread_cond_init(&me.cond, NULL);
+	if (s->tail)
+		s->tail->next = &me;
+	else
+		s->head = &me;
+	s->tail = &me;
+	while (!me.granted)
+		pthread_cond_wait(&me.cond, &s->m);
+	pthread_mutex_unlock(&s->m);
+	pthread_cond_destroy(&me.cond);
+}
+
+static void fifo_release(struct fifo_sem *s)
+{
+	pthread_mutex_lock(&s->m);
+	struct fifo_node *h = s->head;
+
+	if (h) {
+		s->head = h->next;
+		if (!s->head)
+			s->tail = NULL;
+		h->granted = true;
+		pthread_cond_signal(&h->cond);
+	} else {
+		s->permits++;
+	}
+	pthread_mutex_unlock(&s->m);
+}
+
+static bool fifo_try(struct fifo_sem *s)
+{
+	bool ok;
+
+	pthread_mutex_lock(&s->m);
+	ok = !s->head && s->permits > 0;
+	if (ok)
+		s->permits--;
+	pthread_mutex_unlock(&s->m);
+	return ok;
+}
+
+struct ticket_sem { /* textbook: tickets + one broadcast condvar */
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	long permits;
+	uint64_t next, serving;
+};
+
+static void ticket_acquire(struct ticket_sem *s)
+{
+	pthread_mutex_lock(&s->m);
+	uint64_t t = s->next++;
+
+	while (t != s->serving || s->permits == 0)
+		pthread_cond_wait(&s->c, &s->m);
+	s->serving++;
+	s->permits--;
+	pthread_cond_broadcast(&s->c);
+	pthread_mutex_unlock(&s->m);
+}
+
+static void ticket_release(struct ticket_sem *s)
+{
+	pthread_mutex_lock(&s->m);
+	s->permits++;
+	pthread_cond_broadcast(&s->c);
+	pthread_mutex_unlock(&s->m);
+}
+
+/* ---- the contenders behind one interface ---------------------------------- */
+
+enum impl { I_ATOMIC, I_CAS, I_SEM, I_FIFO, I_TICKET, I_BH_UNFAIR, I_BH_FAIR, I_COUNT };
+static const char *impl_name[I_COUNT] = {
+	"2 bare xadd",        "2 bare CAS",         "glibc sem_t",         "FIFO mutex+condvar",
+	"ticket mutex+condvar", "libbulkhead unfair", "libbulkhead BH_FAIR",
+};
+
+struct lim {
+	enum impl kind;
+	_Atomic long word;
+	sem_t sem;
+	struct fifo_sem fifo;
+	struct ticket_sem ticket;
+	bulkhead_t *bh;
+};
+
+static void lim_init(struct lim *l, enum impl kind, unsigned permits)
+{
+	memset(l, 0, sizeof(*l));
+	l->kind = kind;
+	atomic_init(&l->word, (long)permits);
+	sem_init(&l->sem, 0, permits);
+	pthread_mutex_init(&l->fifo.m, NULL);
+	l->fifo.permits = permits;
+	pthread_mutex_init(&l->ticket.m, NULL);
+	pthread_cond_init(&l->ticket.c, NULL);
+	l->ticket.permits = permits;
+	if (kind == I_BH_UNFAIR || kind == I_BH_FAIR) {
+		struct bh_config cfg = { .max_concurrent = permits,
+					 .queue_capacity = BH_QUEUE_UNBOUNDED,
+					 .flags = kind == I_BH_FAIR ? BH_FAIR : 0 };
+		if (bh_create(&cfg, &l->bh) != 0)
+			abort();
+	}
+}
+
+static void lim_fini(struct lim *l)
+{
+	sem_destroy(&l->sem);
+	bh_destroy(l->bh);
+}
+
+/* A CAS whose expected value is right: the cheapest a CAS can be. */
+static inline void bare_cas(_Atomic long *w, long from, long to)
+{
+	atomic_compare_exchange_strong_explicit(w, &from, to, memory_order_acq_rel,
+						memory_order_relaxed);
+}
+
+static inline bool lim_try(struct lim *l)
+{
+	switch (l->kind) {
+	case I_ATOMIC:
+		atomic_fetch_sub_explicit(&l->word, 1, memory_order_acquire);
+		return true;
+	case I_CAS:
+		bare_cas(&l->word, 1, 0);
+		return true;
+	case I_SEM:
+		return sem_trywait(&l->sem) == 0;
+	case I_FIFO:
+		return fifo_try(&l->fifo);
+	case I_TICKET:
+		return false;
+	default:
+		return bh_try_acquire(l->bh, 1) == 0;
+	}
+}
+
+static inline void lim_acquire(struct lim *l)
+{
+	switch (l->kind) {
+	case I_ATOMIC:
+	case I_CAS:
+		abort(); /* uncontended anchors only */
+	case I_SEM:
+		while (sem_wait(&l->sem) != 0)
+			;
+		break;
+	case I_FIFO:
+		fifo_acquire(&l->fifo);
+		break;
+	case I_TICKET:
+		ticket_acquire(&l->ticket);
+		break;
+	default:
+		if (bh_acquire(l->bh, 1, BH_FOREVER) != 0)
+			abort();
+	}
+}
+
+static inline void lim_release(struct lim *l)
+{
+	switch (l->kind) {
+	case I_ATOMIC:
+		atomic_fetch_add_explicit(&l->word, 1, memory_order_release);
+		break;
+	case I_CAS:
+		bare_cas(&l->word, 0, 1);
+		break;
+	case I_SEM:
+		sem_post(&l->sem);
+		break;
+	case I_FIFO:
+		fifo_release(&l->fifo);
+		break;
+	case I_TICKET:
+		ticket_release(&l->ticket);
+		break;
+	default:
+		if (bh_release(l->bh, 1) != 0)
+			abort();
+	}
+}
+
+/* ---- measurement --------------------------------------------------------------- */
+
+static double median(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ns per try+release pair on one thread, nobody else around. */
+static double uncontended_ns(enum impl kind, long iters)
+{
+	struct lim l;
+	uint64_t t0, t1;
+
+	lim_init(&l, kind, 1);
+	t0 = bh_now_ns();
+	for (long i = 0; i < iters; i++) {
+		if (!lim_try(&l))
+			abort();
+		lim_release(&l);
+	}
+	t1 = bh_now_ns();
+	lim_fini(&l);
+	return (double)(t1 - t0) / (double)iters;
+}
+
+static double spin_per_ns;
+
+static void critical_section(void)
+{
+	long n = (long)(100.0 * spin_per_ns);
+
+	for (volatile long i = 0; i < n; i++)
+		;
+}
+
+static void calibrate(void)
+{
+	long n = 20000000;
+	uint64_t t0 = bh_now_ns();
+
+	for (volatile long i = 0; i < n; i++)
+		;
+	spin_per_ns = (double)n / (double)(bh_now_ns() - t0);
+}
+
+struct run {
+	struct lim *l;
+	_Atomic bool *stop;
+	_Atomic int *inside;
+	unsigned permits;
+	long ops;
+	bool overrun;
+};
+
+static void *contender(void *p)
+{
+	struct run *r = p;
+
+	while (!atomic_load_explicit(r->stop, memory_order_relaxed)) {
+		lim_acquire(r->l);
+		if (atomic_fetch_add_explicit(r->inside, 1, memory_order_relaxed) >= (int)r->permits)
+			r->overrun = true;
+		critical_section();
+		atomic_fetch_sub_explicit(r->inside, 1, memory_order_relaxed);
+		lim_release(r->l);
+		r->ops++;
+	}
+	return NULL;
+}
+
+/* ops/s with `threads` threads sharing `permits` permits. */
+static double contended_ops(enum impl kind, int threads, unsigned permits, unsigned ms)
+{
+	struct lim l;
+	_Atomic bool stop = false;
+	_Atomic int inside = 0;
+	struct run r[64];
+	pthread_t t[64];
+	uint64_t t0, t1;
+	long ops = 0;
+
+	lim_init(&l, kind, permits);
+	t0 = bh_now_ns();
+	for (int i = 0; i < threads; i++) {
+		r[i] = (struct run){ .l = &l, .stop = &stop, .inside = &inside, .permits = permits };
+		pthread_create(&t[i], NULL, contender, &r[i]);
+	}
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	atomic_store(&stop, true);
+	for (int i = 0; i < threads; i++) {
+		pthread_join(t[i], NULL);
+		ops += r[i].ops;
+		if (r[i].overrun) {
+			fprintf(stderr, "%s let more than %u in at once\n", impl_name[kind], permits);
+			exit(1);
+		}
+	}
+	t1 = bh_now_ns();
+	lim_fini(&l);
+	return (double)ops * 1e9 / (double)(t1 - t0);
+}
+
+static void *idle_main(void *p)
+{
+	pthread_mutex_lock(p); /* blocks until exit */
+	return NULL;
+}
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr,
+		"usage: %s [--quick] [--reps N] [--ms MS] [--iters N]\n"
+		"  --quick     short run (CI smoke test)\n"
+		"  --reps N    rounds per figure, median reported (default 5)\n"
+		"  --ms MS     duration of one contended round (default 400)\n"
+		"  --iters N   uncontended pairs per round (default 20000000)\n"
+		"  --only I,T,P  one contended figure: impl I (2 sem_t, 3 FIFO condvar,\n"
+		"              4 ticket condvar, 5 bulkhead unfair, 6 BH_FAIR), T threads, P permits\n",
+		argv0);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "quick", no_argument, 0, 'q' }, { "reps", required_argument, 0, 'r' },
+		{ "ms", required_argument, 0, 'm' }, { "iters", required_argument, 0, 'i' },
+		{ "only", required_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int only_impl = -1, only_thr = 0, only_permits = 0;
+	int reps = 5, c;
+	unsigned ms = 400;
+	long iters = 20000000;
+
+	while ((c = getopt_long(argc, argv, "qr:m:i:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'q':
+			reps = 1, ms = 100, iters = 1000000;
+			break;
+		case 'r':
+			reps = atoi(optarg);
+			break;
+		case 'm':
+			ms = (unsigned)atoi(optarg);
+			break;
+		case 'i':
+			iters = atol(optarg);
+			break;
+		case 'o':
+			if (sscanf(optarg, "%d,%d,%d", &only_impl, &only_thr, &only_permits) != 3 ||
+			    only_impl < I_SEM || only_impl >= I_COUNT || only_thr < 1 || only_thr > 64 ||
+			    only_permits < 1) {
+				usage(argv[0]);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(argv[0]);
+			return 0;
+		default:
+			usage(argv[0]);
+			return 2;
+		}
+	}
+	if (reps < 1 || reps > 99 || ms < 1 || iters < 1) {
+		usage(argv[0]);
+		return 2;
+	}
+	calibrate();
+	/* A real server has threads; glibc's mutexes skip their atomics while a
+	 * process has only one, which would flatter the condvar anchors. */
+	pthread_t idle;
+	pthread_mutex_t hold = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&hold);
+	pthread_create(&idle, NULL, idle_main, &hold);
+	if (only_impl >= 0) {
+		double r = contended_ops((enum impl)only_impl, only_thr, (unsigned)only_permits, ms);
+
+		printf("%s %dthr/%dp: %.3f Mops/s\n", impl_name[only_impl], only_thr, only_permits,
+		       r / 1e6);
+		return 0;
+	}
+
+	double un[I_COUNT], samples[99];
+	printf("uncontended try+release pair, ns (median of %d x %ld)\n", reps, iters);
+	for (int k = 0; k < I_COUNT; k++) {
+		if (k == I_TICKET)
+			continue;
+		for (int i = 0; i < reps; i++)
+			samples[i] = uncontended_ns((enum impl)k, iters);
+		un[k] = median(samples, reps);
+		printf("  %-22s %7.2f\n", impl_name[k], un[k]);
+	}
+	printf("  ratios: unfair/sem_t %.2f  fair/sem_t %.2f  unfair/2xadd %.2f  fair/2xadd %.2f"
+	       "  unfair/2xCAS %.2f\n",
+	       un[I_BH_UNFAIR] / un[I_SEM], un[I_BH_FAIR] / un[I_SEM],
+	       un[I_BH_UNFAIR] / un[I_ATOMIC], un[I_BH_FAIR] / un[I_ATOMIC],
+	       un[I_BH_UNFAIR] / un[I_CAS]);
+
+	static const int cfg[][2] = { { 2, 1 }, { 2, 4 }, { 8, 1 }, { 8, 4 } };
+	printf("\ncontended acquire+~100ns+release, Mops/s (median of %d x %u ms)\n", reps, ms);
+	printf("  %-22s %9s %9s %9s %9s\n", "", "2thr/1p", "2thr/4p", "8thr/1p", "8thr/4p");
+	double ops[I_COUNT][4];
+	for (int k = I_SEM; k < I_COUNT; k++) {
+		printf("  %-22s", impl_name[k]);
+		for (int j = 0; j < 4; j++) {
+			for (int i = 0; i < reps; i++)
+				samples[i] = contended_ops((enum impl)k, cfg[j][0], (unsigned)cfg[j][1], ms);
+			ops[k][j] = median(samples, reps);
+			printf(" %9.3f", ops[k][j] / 1e6);
+			fflush(stdout);
+		}
+		printf("\n");
+	}
+	printf("  %-22s", "unfair / sem_t");
+	for (int j = 0; j < 4; j++)
+		printf(" %9.2f", ops[I_BH_UNFAIR][j] / ops[I_SEM][j]);
+	printf("\n  %-22s", "fair / FIFO condvar");
+	for (int j = 0; j < 4; j++)
+		printf(" %9.2f", ops[I_BH_FAIR][j] / ops[I_FIFO][j]);
+	printf("\n  %-22s", "fair / ticket condvar");
+	for (int j = 0; j < 4; j++)
+		printf(" %9.2f", ops[I_BH_FAIR][j] / ops[I_TICKET][j]);
+	printf("\n\ntargets: pair <= sem_t: %s; pair <= 1.25x 2xadd: %s; unfair >= sem_t: %s;"
+	       " fair >= 3x FIFO condvar at 8thr/1p: %s\n",
+	       un[I_BH_UNFAIR] <= un[I_SEM] && un[I_BH_FAIR] <= un[I_SEM] ? "met" : "MISSED",
+	       un[I_BH_UNFAIR] <= 1.25 * un[I_ATOMIC] && un[I_BH_FAIR] <= 1.25 * un[I_ATOMIC]
+		       ? "met"
+		       : "MISSED",
+	       ops[I_BH_UNFAIR][0] >= ops[I_SEM][0] && ops[I_BH_UNFAIR][1] >= ops[I_SEM][1] &&
+			       ops[I_BH_UNFAIR][2] >= ops[I_SEM][2] &&
+			       ops[I_BH_UNFAIR][3] >= ops[I_SEM][3]
+		       ? "met"
+		       : "MISSED",
+	       ops[I_BH_FAIR][2] >= 3 * ops[I_FIFO][2] ? "met" : "MISSED");
+	return 0;
+}

@@ -1,0 +1,2 @@
+# Design notes and man pages.
+EXTRA_DIST += docs/design.md

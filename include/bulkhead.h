@@ -1,0 +1,155 @@
+/*
+ * libbulkhead - keep one slow dependency from sinking a whole server.
+ *
+ * A bulkhead caps how many calls to one dependency are in flight at once
+ * (max_concurrent permits), lets a bounded number more wait in a FIFO queue
+ * (queue_capacity), and rejects the rest at once with -EBUSY.
+ *
+ *   bulkhead_t *pay;
+ *   struct bh_config cfg = { .max_concurrent = 16, .queue_capacity = 32 };
+ *   if (bh_create(&cfg, &pay) < 0) ...
+ *   int r = bh_acquire(pay, 1, bh_now_ns() + 10 * BH_MSEC);
+ *   if (r == 0) { call_payment(); bh_release(pay, 1); }
+ *   else if (r == -EBUSY || r == -ETIMEDOUT) shed_load();
+ *
+ * Permits, the number of queued waiters and the flag bits live in one 64-bit
+ * atomic word. Fast paths (a free permit, a release nobody waits for) are one
+ * atomic read-modify-write: no lock, no syscall, no allocation. Waiters sleep
+ * on their own futex word in an explicit FIFO queue; a release hands permits
+ * to the head waiter(s) and wakes exactly those.
+ *
+ * Every function returns 0 (or a count) on success and a negative errno value
+ * on failure. The library never prints, never sets errno and never aborts on
+ * bad input. See bulkhead(7) and docs/design.md.
+ */
+#ifndef BULKHEAD_H
+#define BULKHEAD_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define BH_API __attribute__((visibility("default")))
+#else
+#define BH_API
+#endif
+
+#define BH_VERSION_MAJOR 0
+#define BH_VERSION_MINOR 1
+#define BH_VERSION_PATCH 0
+
+typedef struct bulkhead bulkhead_t; /* opaque */
+
+struct bh_config {
+	uint32_t max_concurrent; /* permits, 1 ... BH_LIMIT_MAX */
+	uint32_t queue_capacity; /* waiters allowed; 0 = never wait; BH_QUEUE_UNBOUNDED
+	                          * (values above BH_QUEUE_MAX mean BH_QUEUE_MAX) */
+	uint32_t flags;          /* BH_FAIR */
+};
+
+/* Strict FIFO: while anyone is queued, nobody new takes a permit ahead of
+ * them (bh_try_acquire included). Without it a newcomer may take a free
+ * permit, queued waiters are still served FIFO among themselves, and a head
+ * waiter that has waited more than about a millisecond is served by direct
+ * handoff (eventual fairness). */
+#define BH_FAIR (1u << 0)
+
+#define BH_QUEUE_UNBOUNDED UINT32_MAX
+#define BH_FOREVER UINT64_MAX
+#define BH_LIMIT_MAX 0xfffffu /* largest max_concurrent (1048575) */
+#define BH_QUEUE_MAX 0xfffffu /* most waiters one bulkhead queues */
+
+#define BH_USEC 1000ull
+#define BH_MSEC 1000000ull
+#define BH_SEC 1000000000ull
+
+/* A snapshot. limit, in_flight and queued are read at one instant. The
+ * struct may grow; the fields here stay. */
+struct bh_stats {
+	uint64_t limit, in_flight, queued;
+	uint64_t acquired;      /* successful acquires (calls, not permits) */
+	uint64_t rejected;      /* -EBUSY: no permit and no queue room */
+	uint64_t timed_out;     /* -ETIMEDOUT after queueing */
+	uint64_t cancelled;     /* waiters removed by pthread_cancel or bh_cancel_async */
+	uint64_t over_released; /* -EOVERFLOW from bh_release */
+	uint64_t released;      /* successful releases (calls) */
+};
+
+/* Create a bulkhead. Returns 0 and sets *out, or -EINVAL / -ENOMEM. */
+BH_API int bh_create(const struct bh_config *cfg, bulkhead_t **out);
+
+/* Free a bulkhead. Nobody may be waiting on it or use it afterwards: close
+ * it and let every waiter return first. NULL is ignored. */
+BH_API void bh_destroy(bulkhead_t *bh);
+
+/* Take n permits if they are free now; never waits. 0, or -EBUSY, -ESHUTDOWN,
+ * -EINVAL (n == 0 or n > limit). */
+BH_API int bh_try_acquire(bulkhead_t *bh, uint32_t n);
+
+/* Take n permits, waiting in the FIFO queue until deadline_ns (absolute,
+ * CLOCK_MONOTONIC, see bh_now_ns; BH_FOREVER waits forever; a deadline
+ * already past behaves like bh_try_acquire). 0, or -EBUSY (queue full),
+ * -ETIMEDOUT, -ESHUTDOWN, -EINVAL. A cancellation point. */
+BH_API int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns);
+
+/* Give back n permits. -EOVERFLOW (and nothing changes) when that would
+ * return more permits than are held; -EINVAL when n == 0. */
+BH_API int bh_release(bulkhead_t *bh, uint32_t n);
+
+/* Fail every queued waiter and every later acquire with -ESHUTDOWN; releases
+ * keep working so holders drain. -EALREADY when already closed. */
+BH_API int bh_close(bulkhead_t *bh);
+
+/* Change max_concurrent. Growing grants queued waiters at once; shrinking
+ * never blocks and takes effect as holders release. Queued waiters asking
+ * for more than the new limit fail with -EINVAL. */
+BH_API int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent);
+
+BH_API void bh_stats(const bulkhead_t *bh, struct bh_stats *out);
+
+/* CLOCK_MONOTONIC in nanoseconds: the clock of every deadline. */
+BH_API uint64_t bh_now_ns(void);
+
+/*
+ * Non-blocking acquisition for event loops. The caller owns the node and
+ * keeps it alive until its callback has run or bh_cancel_async returned 1.
+ *
+ * bh_acquire_async returns 0 when the permits were taken at once (the
+ * callback is not called), 1 when the node was queued, or -EBUSY,
+ * -ESHUTDOWN, -EINVAL. A queued node's callback later runs exactly once,
+ * with 0 (the permits are now the caller's), -ESHUTDOWN (closed) or -EINVAL
+ * (the limit shrank below n). The callback runs on whichever thread granted
+ * it, under the bulkhead's internal lock: it must be short and must not call
+ * into the same bulkhead (write an eventfd, push onto a queue).
+ */
+struct bh_async;
+typedef void bh_async_fn(struct bh_async *node, int result);
+
+struct bh_qlink { /* private to the library */
+	struct bh_qlink *next, *prev;
+	uint64_t enqueued_ns;
+	uint32_t n;
+	uint32_t kind;
+};
+
+struct bh_async {
+	struct bh_qlink link; /* private */
+	bh_async_fn *fn;
+	void *data; /* the caller's */
+};
+
+BH_API int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n,
+			    bh_async_fn *fn, void *data);
+
+/* Take a queued node back. 1: it was still queued, its callback will never
+ * run. 0: it was not queued (already granted or failed; the callback has
+ * run, and if it got 0 the caller owns the permits). */
+BH_API int bh_cancel_async(bulkhead_t *bh, struct bh_async *node);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BULKHEAD_H */

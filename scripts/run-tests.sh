@@ -1,0 +1,48 @@
+#!/bin/sh
+# The whole suite: install what is missing, then build and test three ways:
+#   build/       gcc -Werror, cmocka tests (make check)
+#   build-tsan/  clang -fsanitize=thread, the same tests
+#   build-asan/  gcc -fsanitize=address,undefined, the same tests
+# Exits non-zero on the first failure.
+set -e
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/scripts/install-deps.sh"
+
+check() {
+	dir=$1
+	shift
+	echo "== $dir: $*"
+	"$top/scripts/build.sh" "$dir" "$@"
+	if ! make -C "$top/$dir" -j"$(nproc)" check >"$top/$dir/check.out" 2>&1; then
+		cat "$top/$dir/check.out" | tail -n 30
+		for f in "$top/$dir"/tests/*.log; do
+			grep -q -E '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null && tail -n 60 "$f"
+		done
+		echo "== $dir: FAILED"
+		exit 1
+	fi
+	grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$top/$dir/check.out" | tr '\n' ' '
+	echo
+}
+
+# Compile and run a program against the *installed* header and pkg-config
+# file, as C and as C++.
+installed() {
+	stage="$top/build/stage"
+	rm -rf "$stage"
+	make -C "$top/build" install DESTDIR="$stage" >/dev/null
+	prefix=$(sed -n 's/^prefix=//p' "$top/build/bulkhead.pc")
+	export PKG_CONFIG_PATH="$stage$prefix/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"
+	flags="$(pkg-config --cflags --libs bulkhead) -pthread -Wl,-rpath,$stage$prefix/lib"
+	cc -std=c11 -Wall -Wextra -Werror "$top/examples/basic.c" $flags -o "$top/build/basic-installed"
+	c++ -x c++ -Wall -Wextra -Werror "$top/tests/test_cxx.cc" $flags -o "$top/build/cxx-installed"
+	"$top/build/basic-installed" >/dev/null && "$top/build/cxx-installed" >/dev/null
+	echo "== installed header, pkg-config, C and C++: ok"
+	unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+}
+
+check build
+installed
+check build-tsan CC=clang --enable-sanitizer=thread
+check build-asan --enable-sanitizer=address,undefined
+echo "== all passed"

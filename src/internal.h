@@ -1,0 +1,169 @@
+/* Private to libbulkhead: the bulkhead object, the state word, the hooks
+ * that tests and the stress suite use to drive the slow path. */
+#ifndef BH_INTERNAL_H
+#define BH_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bulkhead.h"
+
+#define BHI_SPIN_NS (20 * BH_USEC) /* a head waiter's spin budget */
+#define BH_LIKELY(x) __builtin_expect(!!(x), 1)
+#define BH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define BH_CACHELINE 64
+/* Slow paths stay out of line so the fast paths keep few registers. */
+#define BH_COLD __attribute__((noinline, cold))
+#if defined(__x86_64__) || defined(__i386__)
+#define bhi_cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define bhi_cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define bhi_cpu_relax() __asm__ __volatile__("" ::: "memory")
+#endif
+#define bh_container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/*
+ * The state word (see docs/design.md):
+ *
+ *   bits  0..20  avail + W_BIAS   permits free now (may be negative after a
+ *                                 shrink); biased so plain +/- never carries
+ *   bits 21..40  limit            max_concurrent in force
+ *   bits 41..60  queued           waiters in the FIFO queue
+ *   bit  61      W_STARVING       unfair mode: the head waited too long, the
+ *                                 next release hands off to it
+ *   bit  62      W_WOKEN          unfair mode: the head was woken to compete
+ *   bit  63      W_CLOSED
+ *
+ * in_flight = limit - avail. Everything a decision needs is in one load.
+ */
+#define W_AVAIL_BITS 21
+#define W_AVAIL_MASK ((1ull << W_AVAIL_BITS) - 1)
+#define W_BIAS (1ull << 20)
+#define W_LIMIT_SHIFT 21
+#define W_LIMIT_MASK (0xfffffull << W_LIMIT_SHIFT)
+#define W_NQ_SHIFT 41
+#define W_NQ_ONE (1ull << W_NQ_SHIFT)
+#define W_NQ_MASK (0xfffffull << W_NQ_SHIFT)
+#define W_STARVING (1ull << 61)
+#define W_WOKEN (1ull << 62)
+#define W_CLOSED (1ull << 63)
+
+static inline int64_t w_avail(uint64_t w)
+{
+	return (int64_t)(w & W_AVAIL_MASK) - (int64_t)W_BIAS;
+}
+static inline uint32_t w_limit(uint64_t w)
+{
+	return (uint32_t)((w & W_LIMIT_MASK) >> W_LIMIT_SHIFT);
+}
+static inline uint32_t w_nq(uint64_t w)
+{
+	return (uint32_t)((w & W_NQ_MASK) >> W_NQ_SHIFT);
+}
+static inline uint64_t w_make(int64_t avail, uint32_t limit, uint32_t nq)
+{
+	return (uint64_t)(avail + (int64_t)W_BIAS) |
+	       ((uint64_t)limit << W_LIMIT_SHIFT) | ((uint64_t)nq << W_NQ_SHIFT);
+}
+
+/* Wait/wake/clock, injectable so tests can drive every interleaving. */
+struct bhi_sync_ops {
+	/* Sleep while *word == expect, until deadline_ns (absolute, on the
+	 * clock of now(); BH_FOREVER = no deadline). Returns 0 (woken or
+	 * spurious), -EINTR, -EAGAIN (word != expect) or -ETIMEDOUT. */
+	int (*wait)(void *ctx, _Atomic uint32_t *word, uint32_t expect,
+		    uint64_t deadline_ns);
+	void (*wake)(void *ctx, _Atomic uint32_t *word);
+	uint64_t (*now)(void *ctx);
+	/* Optional observers, called under the queue lock (NULL: none), so a
+	 * checker can keep an exact shadow of the FIFO: a node joined the
+	 * queue; a node left it holding its permits (handoff or a won race). */
+	void (*queued)(void *ctx, const struct bh_qlink *l);
+	void (*granted)(void *ctx, const struct bh_qlink *l);
+	void *ctx;
+};
+
+extern const struct bhi_sync_ops bhi_futex_ops;
+
+/* Per-thread counters: slot i belongs to the live thread with index i, so a
+ * plain load+store counts without a locked instruction. */
+enum bhi_counter { BHI_ACQUIRED, BHI_RELEASED, BHI_REJECTED, BHI_NCOUNTERS };
+
+struct bhi_slot {
+	_Alignas(BH_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
+	/* This thread's last view of the word: the fast path's CAS guesses
+	 * it instead of loading the word first (a load of the line right
+	 * before a locked RMW on it costs ~3 ns on x86). Only a CAS that
+	 * succeeds, or a real load, ever decides anything. */
+	_Atomic uint64_t hint;
+};
+
+struct bulkhead {
+	/* Line 1: what every fast path reads. */
+	_Alignas(BH_CACHELINE) _Atomic uint64_t word;
+	uint64_t block_mask; /* word bits that stop a newcomer */
+	uint32_t flags;
+	uint32_t queue_cap;
+	uint32_t nslots; /* exclusive slots; slots[nslots] is shared */
+
+	/* Line 2: the slow path. */
+	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
+	struct bh_qlink *head, *tail; /* FIFO queue, under lock */
+	const struct bhi_sync_ops *ops;
+	uint64_t starve_ns;     /* unfair mode: at most one fair handoff per */
+	uint64_t fair_after_ns; /* when the next one may happen */
+	uint64_t spin_ns;       /* how long a head waiter polls before sleeping */
+	uint32_t spin_iters;    /* the same in polls */
+	bool short_holds;       /* releases come sooner than spin_ns after grants */
+	uint64_t last_grant_ns; /* when the last handoff happened */
+	_Atomic uint64_t timed_out, cancelled, over_released;
+
+	struct bhi_slot slots[];
+};
+
+/* Internal hooks (hidden symbols; tests and stress link the static core). */
+void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops);
+void bhi_set_spin_ns(bulkhead_t *bh, uint64_t ns);
+void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns);
+uint64_t bhi_word(const bulkhead_t *bh);
+
+/* Thread index: 0 = none yet, else index + 1. Initial-exec TLS keeps the
+ * fast path free of __tls_get_addr. */
+extern __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
+uint32_t bhi_tindex_assign(void);
+
+BH_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
+
+/* The calling thread's own slot, or NULL when it has none yet (or more
+ * threads are alive than the bulkhead has slots). */
+static inline struct bhi_slot *bhi_my_slot(struct bulkhead *bh)
+{
+	uint32_t i = bhi_tindex - 1u;
+
+	return BH_LIKELY(i < bh->nslots) ? &bh->slots[i] : NULL;
+}
+
+/* Sole writer of its slot: relaxed load+store, no RMW. The reader sums
+ * with relaxed loads; counters are statistics, not synchronisation. */
+static inline void bhi_slot_add(_Atomic uint64_t *p)
+{
+	atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static inline void bhi_count(struct bulkhead *bh, enum bhi_counter c)
+{
+	struct bhi_slot *s = bhi_my_slot(bh);
+
+	if (s)
+		bhi_slot_add(&s->c[c]);
+	else
+		bhi_count_slow(bh, c);
+}
+
+#endif /* BH_INTERNAL_H */

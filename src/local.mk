@@ -1,0 +1,21 @@
+# The core, as a convenience library: the shared and static libbulkhead are
+# made from it, and tests and stress link it directly to reach the hidden
+# hooks (bhi_*) that drive the slow path deterministically.
+noinst_LTLIBRARIES += src/libbhcore.la
+src_libbhcore_la_SOURCES = \
+	src/bulkhead.c \
+	src/sync.c \
+	src/tindex.c \
+	src/internal.h
+src_libbhcore_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS)
+
+lib_LTLIBRARIES += src/libbulkhead.la
+src_libbulkhead_la_SOURCES =
+nodist_EXTRA_src_libbulkhead_la_SOURCES = src/dummy.c
+src_libbulkhead_la_LIBADD = src/libbhcore.la
+src_libbulkhead_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(BH_LT_VERSION) -no-undefined
+if HAVE_LD_VERSION_SCRIPT
+src_libbulkhead_la_LDFLAGS += -Wl,--version-script=$(top_srcdir)/src/libbulkhead.map
+endif
+EXTRA_src_libbulkhead_la_DEPENDENCIES = $(top_srcdir)/src/libbulkhead.map
+EXTRA_DIST += src/libbulkhead.map

@@ -1,0 +1,26 @@
+# cmocka unit tests: one program per module. `make check TESTS=tests/test_x`
+# runs one.
+TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+TEST_LIBS = src/libbhcore.la $(CMOCKA_LIBS)
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_core
+tests_test_core_SOURCES = tests/test_core.c tests/testutil.h
+tests_test_core_CFLAGS = $(TEST_CFLAGS)
+tests_test_core_LDADD = $(TEST_LIBS)
+TESTS += tests/test_core
+endif
+
+# Only bh_* leaves the shared library.
+TESTS += tests/test_exports.sh
+EXTRA_DIST += tests/test_exports.sh
+TESTS_ENVIRONMENT = top_builddir=$(top_builddir) top_srcdir=$(top_srcdir) NM="$(NM)"
+
+# The public headers compile and link as C++.
+if HAVE_CXX
+check_PROGRAMS += tests/test_cxx
+tests_test_cxx_SOURCES = tests/test_cxx.cc
+tests_test_cxx_CXXFLAGS = -Wall -Wextra -Werror $(BH_SAN_FLAGS)
+tests_test_cxx_LDADD = src/libbulkhead.la
+TESTS += tests/test_cxx
+endif
