@@ -1,0 +1,1 @@
+# Stress suite (issue 3): multi-threaded invariant checkers.

@@ -1,0 +1,1 @@
+# Rules for the tools area (owned by that area's work; included from Makefile.am).
