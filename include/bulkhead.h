@@ -47,7 +47,8 @@ struct bh_config {
 	uint32_t max_concurrent; /* permits, 1 ... BH_LIMIT_MAX */
 	uint32_t queue_capacity; /* waiters allowed; 0 = never wait; BH_QUEUE_UNBOUNDED
 	                          * (values above BH_QUEUE_MAX mean BH_QUEUE_MAX) */
-	uint32_t flags;          /* BH_FAIR */
+	uint32_t flags;          /* BH_FAIR, BH_TRACK_HOLD, BH_NO_STATS */
+	const char *name;        /* optional, copied; used in exports. NULL: "bulkhead-<id>" */
 };
 
 /* Strict FIFO: while anyone is queued, nobody new takes a permit ahead of
@@ -56,6 +57,18 @@ struct bh_config {
  * waiter that has waited more than about a millisecond is served by direct
  * handoff (eventual fairness). */
 #define BH_FAIR (1u << 0)
+
+/* Record how long permits are held (grant to release) in stats.hold. Costs
+ * two clock reads per acquire/release pair; pairs are matched per thread
+ * (an acquire and the next release of the same bulkhead on that thread);
+ * record other holds with bh_record_hold. */
+#define BH_TRACK_HOLD (1u << 1)
+
+/* Do not count acquired/released/rejected on the fast paths (the gauges,
+ * waits and slow-path counters remain). */
+#define BH_NO_STATS (1u << 2)
+
+#define BH_NAME_MAX 64 /* bytes in a name, with its NUL */
 
 #define BH_QUEUE_UNBOUNDED UINT32_MAX
 #define BH_FOREVER UINT64_MAX
@@ -66,8 +79,29 @@ struct bh_config {
 #define BH_MSEC 1000000ull
 #define BH_SEC 1000000000ull
 
-/* A snapshot. limit, in_flight and queued are read at one instant. The
- * struct may grow; the fields here stay. */
+/*
+ * A latency histogram: log-linear buckets, 16 per power of two, from 1.024 us
+ * to 68.7 s (bucket 0 holds values under 1.024 us, the last one values from
+ * 68.7 s up). A bucket's upper bound is at most 6.25% above its lower bound,
+ * so a quantile estimate (the middle of its bucket) is within 3.2% of a value
+ * actually observed at that rank. Histograms of the same layout add up
+ * bucket by bucket (bh_hist_merge).
+ */
+#define BH_HIST_SUB_BITS 4
+#define BH_HIST_MIN_SHIFT 10 /* 1024 ns */
+#define BH_HIST_MAX_SHIFT 36 /* 68.7 s */
+#define BH_HIST_BUCKETS \
+	(2 + (BH_HIST_MAX_SHIFT - BH_HIST_MIN_SHIFT) * (1 << BH_HIST_SUB_BITS))
+
+struct bh_hist {
+	uint64_t count;  /* observations: the sum of buckets[] */
+	uint64_t sum_ns; /* their total, in nanoseconds */
+	uint64_t buckets[BH_HIST_BUCKETS];
+};
+
+/* A snapshot. limit, in_flight and queued are read at one instant (one load
+ * of the state word); counters and histograms are read right after, each
+ * exact and monotonic. The struct may grow; the fields here stay. */
 struct bh_stats {
 	uint64_t limit, in_flight, queued;
 	uint64_t acquired;      /* successful acquires (calls, not permits) */
@@ -76,6 +110,9 @@ struct bh_stats {
 	uint64_t cancelled;     /* waiters removed by pthread_cancel or bh_cancel_async */
 	uint64_t over_released; /* -EOVERFLOW from bh_release */
 	uint64_t released;      /* successful releases (calls) */
+	struct bh_hist wait;        /* queued acquires: enqueue to grant */
+	struct bh_hist wait_failed; /* queued acquires: enqueue to timeout, close, cancel */
+	struct bh_hist hold;        /* grant to release (BH_TRACK_HOLD, bh_record_hold) */
 };
 
 /* Create a bulkhead. Returns 0 and sets *out, or -EINVAL / -ENOMEM. */
@@ -108,7 +145,24 @@ BH_API int bh_close(bulkhead_t *bh);
  * for more than the new limit fail with -EINVAL. */
 BH_API int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent);
 
+/* Fill *out (about 10 KB: three histograms). */
 BH_API void bh_stats(const bulkhead_t *bh, struct bh_stats *out);
+
+/* The bulkhead's name (never NULL; valid until bh_destroy). */
+BH_API const char *bh_name(const bulkhead_t *bh);
+
+/* Add a hold time measured by the caller (e.g. from submission to final
+ * completion of an asynchronous operation) to stats.hold. */
+BH_API void bh_record_hold(bulkhead_t *bh, uint64_t ns);
+
+/* Histograms. record and merge are not atomic (use them on private copies;
+ * the library records its own lock-free). quantile: q in [0, 1], returns ns
+ * (0 for an empty histogram). bounds: the bucket's [lower, upper) in ns. */
+BH_API void bh_hist_record(struct bh_hist *h, uint64_t ns);
+BH_API void bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src);
+BH_API uint64_t bh_hist_quantile(const struct bh_hist *h, double q);
+BH_API unsigned bh_hist_bucket(uint64_t ns);
+BH_API void bh_hist_bounds(unsigned bucket, uint64_t *lower_ns, uint64_t *upper_ns);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock of every deadline. */
 BH_API uint64_t bh_now_ns(void);

@@ -1,6 +1,7 @@
 /* The core limiter: one state word, an explicit FIFO queue, direct handoff.
  * docs/design.md explains the protocol and why no wakeup is lost. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -111,23 +112,57 @@ static uint32_t spin_iters_for(uint64_t ns)
 	return (uint32_t)(ns * 1000 / ps);
 }
 
+#define BH_ALL_FLAGS (BH_FAIR | BH_TRACK_HOLD | BH_NO_STATS)
+
+static int check_config(const struct bh_config *cfg)
+{
+	if (cfg->max_concurrent == 0 || cfg->max_concurrent > BH_LIMIT_MAX ||
+	    (cfg->flags & ~BH_ALL_FLAGS))
+		return -EINVAL;
+	if (cfg->name && strnlen(cfg->name, BH_NAME_MAX) == BH_NAME_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void set_name(struct bulkhead *bh, const char *name)
+{
+	static _Atomic uint64_t next_id;
+
+	bh->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
+	if (name)
+		memcpy(bh->name, name, strlen(name) + 1);
+	else
+		snprintf(bh->name, sizeof(bh->name), "bulkhead-%llu", (unsigned long long)bh->id);
+}
+
 int bh_create(const struct bh_config *cfg, bulkhead_t **out)
 {
 	struct bulkhead *bh;
 	uint32_t nslots = slot_count();
 	size_t size = sizeof(*bh) + (nslots + 1) * sizeof(struct bhi_slot);
+	int r;
 
-	if (!cfg || !out || cfg->max_concurrent == 0 || cfg->max_concurrent > BH_LIMIT_MAX ||
-	    (cfg->flags & ~BH_FAIR))
+	if (!cfg || !out)
 		return -EINVAL;
+	if ((r = check_config(cfg)) < 0)
+		return r;
 	bh = aligned_alloc(BH_CACHELINE, (size + BH_CACHELINE - 1) & ~(size_t)(BH_CACHELINE - 1));
 	if (!bh)
 		return -ENOMEM;
 	memset(bh, 0, size);
+	if (cfg->flags & BH_TRACK_HOLD) {
+		bh->hold = calloc(BHI_HOLD_SHARDS, sizeof(*bh->hold));
+		if (!bh->hold) {
+			free(bh);
+			return -ENOMEM;
+		}
+	}
 	if (pthread_mutex_init(&bh->lock, NULL) != 0) {
+		free(bh->hold);
 		free(bh);
 		return -ENOMEM;
 	}
+	set_name(bh, cfg->name);
 	atomic_init(&bh->word, w_make(cfg->max_concurrent, cfg->max_concurrent, 0));
 	bh->flags = cfg->flags;
 	bh->queue_cap = cfg->queue_capacity > BH_QUEUE_MAX ? BH_QUEUE_MAX : cfg->queue_capacity;
@@ -145,7 +180,13 @@ void bh_destroy(bulkhead_t *bh)
 	if (!bh)
 		return;
 	pthread_mutex_destroy(&bh->lock);
+	free(bh->hold);
 	free(bh);
+}
+
+const char *bh_name(const bulkhead_t *bh)
+{
+	return bh->name;
 }
 
 /* Fake clocks do not advance while a waiter spins: tests get no spinning. */
@@ -176,6 +217,8 @@ void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c)
 {
 	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
 
+	if (bh->flags & BH_NO_STATS)
+		return;
 	if (t - 1u < bh->nslots) {
 		bhi_count(bh, c);
 		return;
@@ -254,6 +297,8 @@ static uint32_t notify(struct bh_qlink *l, uint32_t state, struct wake_batch *wb
 	return old;
 }
 
+static void record_wait(struct bulkhead *bh, uint64_t enqueued_ns, int result);
+
 /* Final word to a dequeued waiter: 0 (granted), -ESHUTDOWN or -EINVAL. */
 static void finish(struct bulkhead *bh, struct bh_qlink *l, int result, struct wake_batch *wb)
 {
@@ -267,6 +312,7 @@ static void finish(struct bulkhead *bh, struct bh_qlink *l, int result, struct w
 	l->kind = KIND_NONE; /* not queued any more: the callback may free it */
 	if (result == 0)
 		bhi_count(bh, BHI_ACQUIRED);
+	record_wait(bh, l->enqueued_ns, result);
 	a->fn(a, result);
 }
 
@@ -416,10 +462,66 @@ static inline uint64_t first_look(struct bulkhead *bh, struct bhi_slot *s)
 	return s ? atomic_load_explicit(&s->hint, memory_order_relaxed) : load_word(bh);
 }
 
-static inline void remember(struct bhi_slot *s, uint64_t w, enum bhi_counter c)
+static inline void remember(const struct bulkhead *bh, struct bhi_slot *s, uint64_t w,
+			    enum bhi_counter c)
 {
 	atomic_store_explicit(&s->hint, w, memory_order_relaxed);
-	bhi_slot_add(&s->c[c]);
+	if (BH_LIKELY(!(bh->flags & BH_NO_STATS)))
+		bhi_slot_add(&s->c[c]);
+}
+
+/* ---- hold times (BH_TRACK_HOLD) -------------------------------------------- */
+
+static void hold_add(struct bulkhead *bh, unsigned shard, uint64_t ns)
+{
+	bhi_hist_add(&bh->hold[shard % BHI_HOLD_SHARDS], ns);
+}
+
+/* A thread's holding begins when it goes from no permits to some. */
+static BH_COLD void hold_begin(struct bulkhead *bh, uint32_t n)
+{
+	struct bhi_slot *s = bhi_my_slot(bh);
+
+	if (!s)
+		return;
+	if (s->held == 0)
+		s->hold_start = bh->ops->now(bh->ops->ctx);
+	s->held += n;
+}
+
+/* ...and ends when it holds none again. A release of more than the thread
+ * took (permits acquired on another thread) makes the pair unmeasurable. */
+static BH_COLD void hold_end(struct bulkhead *bh, uint32_t n)
+{
+	struct bhi_slot *s = bhi_my_slot(bh);
+
+	if (!s)
+		return;
+	if (n > s->held) {
+		s->held = 0;
+		s->hold_start = 0;
+		return;
+	}
+	s->held -= n;
+	if (s->held == 0 && s->hold_start) {
+		hold_add(bh, (unsigned)(s - bh->slots), bh->ops->now(bh->ops->ctx) - s->hold_start);
+		s->hold_start = 0;
+	}
+}
+
+void bh_record_hold(bulkhead_t *bh, uint64_t ns)
+{
+	if (bh->hold)
+		hold_add(bh, bhi_tindex, ns);
+}
+
+/* ---- waits --------------------------------------------------------------------- */
+
+static void record_wait(struct bulkhead *bh, uint64_t enqueued_ns, int result)
+{
+	uint64_t ns = bh->ops->now(bh->ops->ctx) - enqueued_ns;
+
+	bhi_hist_add(result == 0 ? &bh->wait : &bh->wait_failed, ns);
 }
 
 /* The fast path: one CAS when the permits are free. A guess that says "no"
@@ -434,9 +536,11 @@ static inline bool take_fast(struct bulkhead *bh, uint32_t n)
 	while (may_take(w, n)) {
 		if (cas_word(bh, &w, w - n)) {
 			if (BH_LIKELY(s != NULL))
-				remember(s, w - n, BHI_ACQUIRED);
+				remember(bh, s, w - n, BHI_ACQUIRED);
 			else
-				bhi_count_slow(bh, BHI_ACQUIRED);
+				bhi_count(bh, BHI_ACQUIRED);
+			if (BH_UNLIKELY(bh->flags & BH_TRACK_HOLD))
+				hold_begin(bh, n);
 			return true;
 		}
 	}
@@ -482,6 +586,8 @@ static BH_COLD int release_slow(struct bulkhead *bh, uint32_t n)
 	dispatch(bh, &wb);
 	unlock(bh, &wb);
 	bhi_count(bh, BHI_RELEASED);
+	if (bh->flags & BH_TRACK_HOLD)
+		hold_end(bh, n);
 	return 0;
 }
 
@@ -513,9 +619,11 @@ int bh_release(bulkhead_t *bh, uint32_t n)
 		guess = false; /* a failed CAS hands back the real word */
 	}
 	if (BH_LIKELY(s != NULL))
-		remember(s, w + n, BHI_RELEASED);
+		remember(bh, s, w + n, BHI_RELEASED);
 	else
-		bhi_count_slow(bh, BHI_RELEASED);
+		bhi_count(bh, BHI_RELEASED);
+	if (BH_UNLIKELY(bh->flags & BH_TRACK_HOLD))
+		hold_end(bh, n);
 	return 0;
 }
 
@@ -618,6 +726,7 @@ static void on_cancel(void *arg)
 	}
 	unlock(bh, &wb);
 	atomic_fetch_add_explicit(&bh->cancelled, 1, memory_order_relaxed);
+	record_wait(bh, cc->sw->link.enqueued_ns, -ECANCELED);
 }
 
 /* A head waiter polls its word a little before sleeping: with short holds
@@ -688,12 +797,17 @@ static BH_COLD int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadli
 	if (r == 1 && bh->head != &sw.link) /* not next: no point spinning */
 		atomic_store_explicit(&sw.state, WS_SLEEPING, memory_order_relaxed);
 	unlock(bh, &wb);
-	if (r == 1)
+	if (r == 1) {
 		r = wait_granted(bh, &sw, deadline);
-	if (r == 0)
+		record_wait(bh, sw.link.enqueued_ns, r);
+	}
+	if (r == 0) {
 		bhi_count(bh, BHI_ACQUIRED);
-	else if (r == -EBUSY)
+		if (bh->flags & BH_TRACK_HOLD)
+			hold_begin(bh, n);
+	} else if (r == -EBUSY) {
 		bhi_count(bh, BHI_REJECTED);
+	}
 	return r;
 }
 
@@ -744,8 +858,10 @@ int bh_cancel_async(bulkhead_t *bh, struct bh_async *node)
 		dispatch(bh, &wb);
 	}
 	unlock(bh, &wb);
-	if (queued)
+	if (queued) {
 		atomic_fetch_add_explicit(&bh->cancelled, 1, memory_order_relaxed);
+		record_wait(bh, node->link.enqueued_ns, -ECANCELED);
+	}
 	return queued;
 }
 
@@ -820,4 +936,12 @@ void bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 	out->timed_out = atomic_load_explicit(&bh->timed_out, memory_order_relaxed);
 	out->cancelled = atomic_load_explicit(&bh->cancelled, memory_order_relaxed);
 	out->over_released = atomic_load_explicit(&bh->over_released, memory_order_relaxed);
+	bhi_hist_read(&bh->wait, &out->wait);
+	bhi_hist_read(&bh->wait_failed, &out->wait_failed);
+	for (unsigned i = 0; bh->hold && i < BHI_HOLD_SHARDS; i++) {
+		struct bh_hist shard;
+
+		bhi_hist_read(&bh->hold[i], &shard);
+		bh_hist_merge(&out->hold, &shard);
+	}
 }

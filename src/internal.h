@@ -101,7 +101,20 @@ struct bhi_slot {
 	 * before a locked RMW on it costs ~3 ns on x86). Only a CAS that
 	 * succeeds, or a real load, ever decides anything. */
 	_Atomic uint64_t hint;
+	/* BH_TRACK_HOLD: permits this thread holds, and since when it went
+	 * from holding none (0: no clean pair to measure). Owner-only. */
+	uint64_t held, hold_start;
 };
+
+/* Lock-free recording side of struct bh_hist (see src/hist.c). */
+struct bhi_hist {
+	_Atomic uint64_t sum_ns;
+	_Atomic uint64_t buckets[BH_HIST_BUCKETS];
+};
+#define BHI_HOLD_SHARDS 8 /* threads spread hold recordings over these */
+
+void bhi_hist_add(struct bhi_hist *h, uint64_t ns);
+void bhi_hist_read(const struct bhi_hist *h, struct bh_hist *out);
 
 struct bulkhead {
 	/* Line 1: what every fast path reads. */
@@ -122,6 +135,11 @@ struct bulkhead {
 	bool short_holds;       /* releases come sooner than spin_ns after grants */
 	uint64_t last_grant_ns; /* when the last handoff happened */
 	_Atomic uint64_t timed_out, cancelled, over_released;
+
+	uint64_t id;
+	char name[BH_NAME_MAX];
+	struct bhi_hist wait, wait_failed;
+	struct bhi_hist *hold; /* BHI_HOLD_SHARDS of them with BH_TRACK_HOLD */
 
 	struct bhi_slot slots[];
 };
@@ -160,9 +178,9 @@ static inline void bhi_count(struct bulkhead *bh, enum bhi_counter c)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
 
-	if (s)
+	if (s && !(bh->flags & BH_NO_STATS))
 		bhi_slot_add(&s->c[c]);
-	else
+	else if (!s)
 		bhi_count_slow(bh, c);
 }
 

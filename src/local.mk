@@ -4,6 +4,7 @@
 noinst_LTLIBRARIES += src/libbhcore.la
 src_libbhcore_la_SOURCES = \
 	src/bulkhead.c \
+	src/hist.c \
 	src/sync.c \
 	src/tindex.c \
 	src/internal.h

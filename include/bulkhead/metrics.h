@@ -1,0 +1,50 @@
+/*
+ * libbulkhead metrics export: the Prometheus text exposition format (0.0.4)
+ * and a compact JSON form, for one or many bulkheads.
+ *
+ *   bulkhead_t *all[] = { payment, inventory };
+ *   struct bh_metric_set set = { .bulkheads = all, .n_bulkheads = 2 };
+ *   char buf[64 * 1024];
+ *   ssize_t n = bh_metrics_prometheus(&set, buf, sizeof(buf));
+ *   if (n >= (ssize_t)sizeof(buf)) ... grow and call again
+ *
+ * Families (label name="<bulkhead name>"): bulkhead_limit, bulkhead_in_flight,
+ * bulkhead_queued (gauges); bulkhead_{acquired,released,rejected,timed_out,
+ * cancelled,over_released}_total (counters); bulkhead_wait_seconds (queued
+ * acquires, enqueue to grant), bulkhead_wait_failed_seconds (enqueue to
+ * timeout, close or cancel) and, with BH_TRACK_HOLD, bulkhead_hold_seconds
+ * (histograms, one bucket boundary per power of two from 1.024 us to 68.7 s).
+ */
+#ifndef BULKHEAD_METRICS_H
+#define BULKHEAD_METRICS_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <bulkhead.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct bh_metric_set {
+	bulkhead_t *const *bulkheads;
+	size_t n_bulkheads;
+};
+
+/* Write the text into buf (at most len bytes, NUL-terminated when len > 0).
+ * Returns the length of the whole text, not counting the NUL — when it is
+ * >= len the text was cut: call again with a larger buffer — or -EINVAL,
+ * -ENOMEM. */
+BH_API ssize_t bh_metrics_prometheus(const struct bh_metric_set *set, char *buf, size_t len);
+BH_API ssize_t bh_metrics_json(const struct bh_metric_set *set, char *buf, size_t len);
+
+/* The same into a stream. 0, or -EINVAL, -ENOMEM, -EIO. */
+BH_API int bh_metrics_prometheus_file(const struct bh_metric_set *set, FILE *f);
+BH_API int bh_metrics_json_file(const struct bh_metric_set *set, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BULKHEAD_METRICS_H */

@@ -1,0 +1,585 @@
+/* Histograms, waits and holds in stats, names, and the exporters — the
+ * Prometheus text is parsed back and checked against bh_stats. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bulkhead/metrics.h"
+#include "testutil.h"
+
+/* ---- histograms ------------------------------------------------------------ */
+
+static void test_bucket_boundaries(void **state)
+{
+	uint64_t lo, hi;
+
+	(void)state;
+	assert_int_equal(bh_hist_bucket(0), 0);
+	assert_int_equal(bh_hist_bucket(1023), 0);
+	assert_int_equal(bh_hist_bucket(1024), 1);
+	assert_int_equal(bh_hist_bucket(1024 + 63), 1); /* 16 sub-buckets of 64 ns */
+	assert_int_equal(bh_hist_bucket(1024 + 64), 2);
+	assert_int_equal(bh_hist_bucket(2047), 16);
+	assert_int_equal(bh_hist_bucket(2048), 17);
+	assert_int_equal(bh_hist_bucket((1ull << 36) - 1), BH_HIST_BUCKETS - 2);
+	assert_int_equal(bh_hist_bucket(1ull << 36), BH_HIST_BUCKETS - 1);
+	assert_int_equal(bh_hist_bucket(UINT64_MAX), BH_HIST_BUCKETS - 1);
+	bh_hist_bounds(1, &lo, &hi);
+	assert_int_equal(lo, 1024);
+	assert_int_equal(hi, 1088);
+	bh_hist_bounds(0, &lo, &hi);
+	assert_int_equal(lo, 0);
+	assert_int_equal(hi, 1024);
+	/* every bucket: contiguous with the next, and at most 6.25% wide */
+	for (unsigned b = 1; b < BH_HIST_BUCKETS - 1; b++) {
+		uint64_t lo2, hi2;
+
+		bh_hist_bounds(b, &lo, &hi);
+		bh_hist_bounds(b + 1, &lo2, &hi2);
+		assert_int_equal(hi, lo2);
+		assert_true((double)hi / (double)lo <= 1.0625 + 1e-12);
+		assert_int_equal(bh_hist_bucket(lo), b);
+		assert_int_equal(bh_hist_bucket(hi - 1), b);
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Quantiles against exact order statistics of known inputs: within the
+ * documented 3.2% (half a bucket) of the observation at that rank. */
+static void test_quantiles_within_bound(void **state)
+{
+	enum { N = 20000 };
+	static uint64_t v[N];
+	static const double qs[] = { 0.5, 0.9, 0.99, 0.999, 1.0 };
+	struct bh_hist h;
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	for (int i = 0; i < N; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift */
+		v[i] = 2000 + x % (50 * BH_MSEC);     /* 2 us .. 50 ms */
+		bh_hist_record(&h, v[i]);
+	}
+	qsort(v, N, sizeof(v[0]), cmp_u64);
+	assert_int_equal(h.count, N);
+	for (unsigned k = 0; k < sizeof(qs) / sizeof(qs[0]); k++) {
+		size_t rank = (size_t)(qs[k] * N + 0.999999);
+		double exact = (double)v[rank - 1], est = (double)bh_hist_quantile(&h, qs[k]);
+
+		assert_true(est >= exact * (1 - 0.0325) && est <= exact * (1 + 0.0325));
+	}
+	/* a point mass: every quantile answers the same bucket middle */
+	memset(&h, 0, sizeof(h));
+	for (int i = 0; i < 100; i++)
+		bh_hist_record(&h, 5 * BH_MSEC);
+	uint64_t lo, hi;
+	bh_hist_bounds(bh_hist_bucket(5 * BH_MSEC), &lo, &hi);
+	assert_int_equal(bh_hist_quantile(&h, 0.5), lo + (hi - lo) / 2);
+	assert_int_equal(bh_hist_quantile(&h, 0.999), lo + (hi - lo) / 2);
+	assert_int_equal(h.sum_ns, 100 * 5 * BH_MSEC);
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(bh_hist_quantile(&h, 0.5), 0); /* empty */
+}
+
+static void test_merge_equals_recording_all(void **state)
+{
+	struct bh_hist a, b, all;
+
+	(void)state;
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	memset(&all, 0, sizeof(all));
+	for (uint64_t i = 1; i < 5000; i++) {
+		uint64_t ns = i * i * 37;
+
+		bh_hist_record(i % 3 ? &a : &b, ns);
+		bh_hist_record(&all, ns);
+	}
+	bh_hist_merge(&a, &b);
+	assert_memory_equal(&a, &all, sizeof(all));
+}
+
+/* ---- waits and holds, on a fake clock ------------------------------------- */
+
+static int hook_grant_after_5ms(struct fake_sync *f, unsigned call)
+{
+	(void)call;
+	f->now += 5 * BH_MSEC;
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	return 0;
+}
+
+static int hook_timeout_after_7ms(struct fake_sync *f, unsigned call)
+{
+	(void)call;
+	f->now += 7 * BH_MSEC;
+	return -ETIMEDOUT;
+}
+
+static void assert_one_in_bucket_of(const struct bh_hist *h, uint64_t ns)
+{
+	assert_int_equal(h->count, 1);
+	assert_int_equal(h->sum_ns, ns);
+	assert_int_equal(h->buckets[bh_hist_bucket(ns)], 1);
+}
+
+static void test_wait_histograms(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 4, BH_FAIR);
+	struct fake_sync f;
+	struct bh_stats st;
+
+	(void)state;
+	fake_install(&f, bh, hook_grant_after_5ms);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* fast path: no wait recorded */
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	f.hook = hook_timeout_after_7ms;
+	assert_int_equal(bh_acquire(bh, 1, f.now + 10 * BH_MSEC), -ETIMEDOUT);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* rejected at once: no wait */
+	bh_stats(bh, &st);
+	assert_one_in_bucket_of(&st.wait, 5 * BH_MSEC);
+	assert_one_in_bucket_of(&st.wait_failed, 7 * BH_MSEC);
+	assert_int_equal(st.hold.count, 0); /* not tracked */
+	bh_destroy(bh);
+}
+
+static void record_nothing(struct bh_async *node, int result)
+{
+	(void)node;
+	(void)result;
+}
+
+static void test_async_waits_recorded(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 4, 0);
+	struct fake_sync f;
+	struct bh_async a, b;
+	struct bh_stats st;
+
+	(void)state;
+	fake_install(&f, bh, hook_timeout_after_7ms);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &a, 1, record_nothing, NULL), 1);
+	assert_int_equal(bh_acquire_async(bh, &b, 1, record_nothing, NULL), 1);
+	f.now += 3 * BH_MSEC;
+	assert_int_equal(bh_release(bh, 1), 0); /* a granted after 3 ms */
+	f.now += 1 * BH_MSEC;
+	assert_int_equal(bh_cancel_async(bh, &b), 1); /* b gave up after 4 ms */
+	bh_stats(bh, &st);
+	assert_one_in_bucket_of(&st.wait, 3 * BH_MSEC);
+	assert_one_in_bucket_of(&st.wait_failed, 4 * BH_MSEC);
+	bh_destroy(bh);
+}
+
+static void *acquire_one(void *bh)
+{
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	return NULL;
+}
+
+static void test_hold_tracking(void **state)
+{
+	bulkhead_t *bh = make_bh(4, 4, BH_TRACK_HOLD);
+	struct fake_sync f;
+	struct bh_stats st;
+
+	(void)state;
+	fake_install(&f, bh, hook_timeout_after_7ms);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	f.now += 2 * BH_MSEC;
+	assert_int_equal(bh_release(bh, 1), 0); /* a 2 ms hold */
+	/* nested: the thread's holding spans both, measured once */
+	assert_int_equal(bh_acquire(bh, 2, BH_FOREVER), 0);
+	f.now += 1 * BH_MSEC;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	f.now += 1 * BH_MSEC;
+	assert_int_equal(bh_release(bh, 1), 0);
+	f.now += 1 * BH_MSEC;
+	assert_int_equal(bh_release(bh, 2), 0); /* a 3 ms hold */
+	/* a release of permits another thread took: not measured */
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, acquire_one, bh), 0);
+	pthread_join(t, NULL);
+	f.now += 1 * BH_MSEC;
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	bh_record_hold(bh, 40 * BH_MSEC); /* measured by the caller */
+	bh_stats(bh, &st);
+	assert_int_equal(st.hold.count, 3);
+	assert_int_equal(st.hold.sum_ns, (2 + 3 + 40) * BH_MSEC);
+	assert_int_equal(st.hold.buckets[bh_hist_bucket(2 * BH_MSEC)], 1);
+	assert_int_equal(st.hold.buckets[bh_hist_bucket(3 * BH_MSEC)], 1);
+	assert_int_equal(st.hold.buckets[bh_hist_bucket(40 * BH_MSEC)], 1);
+	bh_destroy(bh);
+
+	/* without BH_TRACK_HOLD nothing is recorded, not even by hand */
+	bh = make_bh(4, 4, 0);
+	bh_record_hold(bh, BH_MSEC);
+	bh_stats(bh, &st);
+	assert_int_equal(st.hold.count, 0);
+	bh_destroy(bh);
+}
+
+static void test_no_stats_flag(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 0, BH_NO_STATS);
+	struct bh_stats st;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	bh_stats(bh, &st);
+	assert_int_equal(st.acquired, 0);
+	assert_int_equal(st.released, 0);
+	assert_int_equal(st.rejected, 0);
+	assert_int_equal(st.over_released, 1); /* slow-path counters stay */
+	assert_int_equal(st.in_flight, 0);     /* gauges stay */
+	bh_destroy(bh);
+}
+
+/* ---- names ---------------------------------------------------------------------- */
+
+static void test_names(void **state)
+{
+	char longname[BH_NAME_MAX + 1];
+	struct bh_config cfg = { .max_concurrent = 1 };
+	bulkhead_t *a, *b;
+
+	(void)state;
+	assert_int_equal(bh_create(&cfg, &a), 0);
+	assert_int_equal(bh_create(&cfg, &b), 0);
+	assert_int_equal(strncmp(bh_name(a), "bulkhead-", 9), 0);
+	assert_string_not_equal(bh_name(a), bh_name(b)); /* defaults stay unique */
+	bh_destroy(a);
+	bh_destroy(b);
+	memset(longname, 'x', sizeof(longname));
+	longname[BH_NAME_MAX] = '\0';
+	cfg.name = longname;
+	assert_int_equal(bh_create(&cfg, &a), -ENAMETOOLONG);
+	longname[BH_NAME_MAX - 1] = '\0'; /* 63 bytes: fits */
+	assert_int_equal(bh_create(&cfg, &a), 0);
+	assert_string_equal(bh_name(a), longname);
+	longname[0] = 'y'; /* the name was copied */
+	assert_int_equal(bh_name(a)[0], 'x');
+	bh_destroy(a);
+}
+
+/* ---- Prometheus text, parsed back ---------------------------------------------- */
+
+#define MAX_SAMPLES 512
+struct sample {
+	char metric[64];
+	char name[BH_NAME_MAX];
+	char le[32];
+	double value;
+};
+
+/* Parses `metric{name="...",le="..."} value` lines, unescaping the name;
+ * checks that every family has HELP and TYPE before its samples. */
+static int parse_prometheus(const char *text, struct sample *out)
+{
+	char typed[64] = "";
+	int n = 0;
+
+	for (const char *p = text; *p;) {
+		const char *eol = strchr(p, '\n');
+
+		assert_non_null(eol); /* every line ends with a newline */
+		if (*p == '#') {
+			char kind[8], fam[64];
+
+			assert_int_equal(sscanf(p, "# %7s %63s", kind, fam), 2);
+			assert_true(!strcmp(kind, "HELP") || !strcmp(kind, "TYPE"));
+			if (!strcmp(kind, "TYPE"))
+				strcpy(typed, fam);
+			p = eol + 1;
+			continue;
+		}
+		struct sample *s = &out[n++];
+		const char *brace = strchr(p, '{');
+
+		assert_true(n < MAX_SAMPLES);
+		memset(s, 0, sizeof(*s));
+		assert_non_null(brace);
+		memcpy(s->metric, p, (size_t)(brace - p));
+		assert_int_equal(strncmp(s->metric, typed, strlen(typed)), 0);
+		assert_int_equal(strncmp(brace, "{name=\"", 7), 0);
+		p = brace + 7;
+		for (size_t i = 0; *p != '"'; i++) {
+			assert_true(i < sizeof(s->name) - 1);
+			if (*p == '\\') {
+				p++;
+				s->name[i] = *p == 'n' ? '\n' : *p;
+			} else {
+				s->name[i] = *p;
+			}
+			p++;
+		}
+		p++;
+		if (!strncmp(p, ",le=\"", 5)) {
+			const char *q = strchr(p + 5, '"');
+
+			memcpy(s->le, p + 5, (size_t)(q - p - 5));
+			p = q + 1;
+		}
+		assert_int_equal(strncmp(p, "} ", 2), 0);
+		s->value = strtod(p + 2, NULL);
+		p = eol + 1;
+	}
+	return n;
+}
+
+static const struct sample *find(const struct sample *s, int n, const char *metric,
+				 const char *name, const char *le)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s[i].metric, metric) && !strcmp(s[i].name, name) &&
+		    !strcmp(s[i].le, le ? le : ""))
+			return &s[i];
+	fail_msg("no sample %s{name=%s,le=%s}", metric, name, le ? le : "");
+	return NULL;
+}
+
+static void check_histogram(const struct sample *s, int n, const char *metric, const char *name,
+			    const struct bh_hist *h)
+{
+	char bucket[80];
+	double last = 0;
+	int seen = 0;
+
+	snprintf(bucket, sizeof(bucket), "%s_bucket", metric);
+	for (int i = 0; i < n; i++) {
+		if (strcmp(s[i].metric, bucket) || strcmp(s[i].name, name))
+			continue;
+		assert_true(s[i].value >= last); /* cumulative */
+		last = s[i].value;
+		seen++;
+	}
+	assert_int_equal(seen, BH_HIST_MAX_SHIFT - BH_HIST_MIN_SHIFT + 2);
+	assert_true(find(s, n, bucket, name, "+Inf")->value == (double)h->count);
+	snprintf(bucket, sizeof(bucket), "%s_count", metric);
+	assert_true(find(s, n, bucket, name, NULL)->value == (double)h->count);
+	snprintf(bucket, sizeof(bucket), "%s_sum", metric);
+	assert_true(fabs(find(s, n, bucket, name, NULL)->value - (double)h->sum_ns / 1e9) < 1e-6);
+}
+
+static int hook_grant_after_3ms(struct fake_sync *f, unsigned call)
+{
+	(void)call;
+	f->now += 3 * BH_MSEC;
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	return 0;
+}
+
+static void test_prometheus_round_trip(void **state)
+{
+	static const char *weird = "pay\"ment\\eu\nwest";
+	struct bh_config cfg = { .max_concurrent = 3, .queue_capacity = 2, .name = weird };
+	bulkhead_t *bhs[2];
+	struct fake_sync f;
+	static char text[256 * 1024];
+	static struct sample s[MAX_SAMPLES];
+	struct bh_stats st[2];
+
+	(void)state;
+	assert_int_equal(bh_create(&cfg, &bhs[0]), 0);
+	cfg.name = "inventory";
+	cfg.flags = BH_TRACK_HOLD | BH_FAIR;
+	assert_int_equal(bh_create(&cfg, &bhs[1]), 0);
+	fake_install(&f, bhs[1], hook_grant_after_3ms);
+	assert_int_equal(bh_try_acquire(bhs[0], 2), 0);
+	assert_int_equal(bh_try_acquire(bhs[0], 2), -EBUSY);
+	assert_int_equal(bh_try_acquire(bhs[1], 3), 0);
+	assert_int_equal(bh_acquire(bhs[1], 1, BH_FOREVER), 0); /* waits 3 ms */
+	f.now += 9 * BH_MSEC;
+	assert_int_equal(bh_release(bhs[1], 3), 0); /* held from t0 to t0+12 ms */
+
+	struct bh_metric_set set = { .bulkheads = bhs, .n_bulkheads = 2 };
+	ssize_t len = bh_metrics_prometheus(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	assert_int_equal(strlen(text), (size_t)len);
+	int n = parse_prometheus(text, s);
+	bh_stats(bhs[0], &st[0]);
+	bh_stats(bhs[1], &st[1]);
+	for (int i = 0; i < 2; i++) {
+		const char *name = bh_name(bhs[i]);
+
+		assert_true(find(s, n, "bulkhead_limit", name, NULL)->value == 3);
+		assert_true(find(s, n, "bulkhead_in_flight", name, NULL)->value ==
+			    (double)st[i].in_flight);
+		assert_true(find(s, n, "bulkhead_acquired_total", name, NULL)->value ==
+			    (double)st[i].acquired);
+		assert_true(find(s, n, "bulkhead_rejected_total", name, NULL)->value ==
+			    (double)st[i].rejected);
+		check_histogram(s, n, "bulkhead_wait_seconds", name, &st[i].wait);
+		check_histogram(s, n, "bulkhead_wait_failed_seconds", name, &st[i].wait_failed);
+	}
+	assert_string_equal(s[0].name, weird); /* escaped, and back */
+	assert_true(find(s, n, "bulkhead_rejected_total", weird, NULL)->value == 1);
+	check_histogram(s, n, "bulkhead_hold_seconds", "inventory", &st[1].hold);
+	assert_int_equal(st[1].hold.count, 1);
+	/* 3 ms wait: counted from le=4.194304 ms up, not below 2.097152 ms */
+	assert_true(find(s, n, "bulkhead_wait_seconds_bucket", "inventory", "0.004194304")->value ==
+		    1);
+	assert_true(find(s, n, "bulkhead_wait_seconds_bucket", "inventory", "0.002097152")->value ==
+		    0);
+	for (int i = 0; i < n; i++) /* no hold histogram for the untracked one */
+		assert_false(!strcmp(s[i].metric, "bulkhead_hold_seconds_count") &&
+			     !strcmp(s[i].name, weird));
+
+	/* a short buffer: cut, NUL-terminated, and the full length reported */
+	char small[100];
+	assert_int_equal(bh_metrics_prometheus(&set, small, sizeof(small)), len);
+	assert_int_equal(strlen(small), sizeof(small) - 1);
+	assert_memory_equal(small, text, sizeof(small) - 1);
+	assert_int_equal(bh_metrics_prometheus(&set, NULL, 0), len);
+	/* the stream form writes the same text */
+	FILE *tmp = tmpfile();
+	static char back[256 * 1024];
+	assert_non_null(tmp);
+	assert_int_equal(bh_metrics_prometheus_file(&set, tmp), 0);
+	rewind(tmp);
+	assert_int_equal(fread(back, 1, sizeof(back), tmp), (size_t)len);
+	assert_memory_equal(back, text, (size_t)len);
+	fclose(tmp);
+	bh_destroy(bhs[0]);
+	bh_destroy(bhs[1]);
+}
+
+static void test_json(void **state)
+{
+	struct bh_config cfg = { .max_concurrent = 2, .name = "a\"b\\c\x01" };
+	bulkhead_t *bh;
+	char text[8192];
+
+	(void)state;
+	assert_int_equal(bh_create(&cfg, &bh), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	struct bh_metric_set set = { .bulkheads = &bh, .n_bulkheads = 1 };
+	ssize_t len = bh_metrics_json(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	assert_non_null(strstr(text, "{\"bulkheads\":[{\"name\":\"a\\\"b\\\\c\\u0001\""));
+	assert_non_null(strstr(text, "\"limit\":2,\"in_flight\":1,\"queued\":0,\"acquired\":1,"));
+	assert_non_null(strstr(text, "\"wait\":{\"count\":0,"));
+	assert_null(strstr(text, "\"hold\""));
+	/* balanced braces and brackets outside strings */
+	int depth = 0;
+	bool in_str = false;
+	for (const char *p = text; *p; p++) {
+		if (in_str) {
+			if (*p == '\\')
+				p++;
+			else if (*p == '"')
+				in_str = false;
+			continue;
+		}
+		if (*p == '"')
+			in_str = true;
+		depth += (*p == '{' || *p == '[') - (*p == '}' || *p == ']');
+		assert_true(depth >= 0);
+	}
+	assert_int_equal(depth, 0);
+	bh_destroy(bh);
+}
+
+static void test_export_bad_input(void **state)
+{
+	char buf[16];
+	bulkhead_t *none[1] = { NULL };
+	struct bh_metric_set bad = { .bulkheads = none, .n_bulkheads = 1 };
+	struct bh_metric_set empty = { 0 };
+
+	(void)state;
+	assert_int_equal(bh_metrics_prometheus(NULL, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(bh_metrics_prometheus(&bad, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(bh_metrics_json(&empty, NULL, 5), -EINVAL);
+	assert_int_equal(bh_metrics_prometheus_file(&empty, NULL), -EINVAL);
+	assert_int_equal(bh_metrics_prometheus(&empty, buf, sizeof(buf)), 0);
+	assert_int_equal(bh_metrics_json(&empty, buf, sizeof(buf)), 17);
+	assert_string_equal(buf, "{\"bulkheads\":[]"); /* cut to fit */
+}
+
+/* Counters and histograms add up when many threads hammer one bulkhead. */
+struct hammer {
+	bulkhead_t *bh;
+	long ok, busy, timeout;
+};
+
+static void *hammer_main(void *p)
+{
+	struct hammer *h = p;
+
+	for (int i = 0; i < 3000; i++) {
+		int r = bh_acquire(h->bh, 1, bh_now_ns() + (i % 3) * BH_USEC * 50);
+
+		if (r == 0) {
+			h->ok++;
+			assert_int_equal(bh_release(h->bh, 1), 0);
+		} else if (r == -EBUSY) {
+			h->busy++;
+		} else {
+			assert_int_equal(r, -ETIMEDOUT);
+			h->timeout++;
+		}
+	}
+	return NULL;
+}
+
+static void test_counters_add_up(void **state)
+{
+	enum { T = 6 };
+	bulkhead_t *bh = make_bh(2, 3, BH_TRACK_HOLD);
+	struct hammer h[T];
+	pthread_t t[T];
+	long ok = 0, busy = 0, timeout = 0;
+	struct bh_stats st;
+
+	(void)state;
+	for (int i = 0; i < T; i++) {
+		h[i] = (struct hammer){ .bh = bh };
+		assert_int_equal(pthread_create(&t[i], NULL, hammer_main, &h[i]), 0);
+	}
+	for (int i = 0; i < T; i++) {
+		pthread_join(t[i], NULL);
+		ok += h[i].ok, busy += h[i].busy, timeout += h[i].timeout;
+	}
+	bh_stats(bh, &st);
+	assert_int_equal(st.acquired, ok);
+	assert_int_equal(st.released, ok);
+	assert_int_equal(st.rejected, busy);
+	assert_int_equal(st.timed_out, timeout);
+	assert_int_equal(st.wait_failed.count, timeout);
+	assert_true(st.wait.count <= (uint64_t)ok);
+	assert_int_equal(st.hold.count, ok); /* every pair was on one thread */
+	assert_int_equal(st.in_flight, 0);
+	bh_destroy(bh);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bucket_boundaries),
+		cmocka_unit_test(test_quantiles_within_bound),
+		cmocka_unit_test(test_merge_equals_recording_all),
+		cmocka_unit_test(test_wait_histograms),
+		cmocka_unit_test(test_async_waits_recorded),
+		cmocka_unit_test(test_hold_tracking),
+		cmocka_unit_test(test_no_stats_flag),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_prometheus_round_trip),
+		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_export_bad_input),
+		cmocka_unit_test(test_counters_add_up),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
