@@ -477,10 +477,23 @@ static void hold_add(struct bulkhead *bh, unsigned shard, uint64_t ns)
 	bhi_hist_add(&bh->hold[shard % BHI_HOLD_SHARDS], ns);
 }
 
+/* This thread's slot, cleared of what a previous owner of its index left. */
+static struct bhi_slot *hold_slot(struct bulkhead *bh)
+{
+	struct bhi_slot *s = bhi_my_slot(bh);
+
+	if (s && s->hold_gen != bhi_tgen) {
+		s->held = 0;
+		s->hold_start = 0;
+		s->hold_gen = bhi_tgen;
+	}
+	return s;
+}
+
 /* A thread's holding begins when it goes from no permits to some. */
 static BH_COLD void hold_begin(struct bulkhead *bh, uint32_t n)
 {
-	struct bhi_slot *s = bhi_my_slot(bh);
+	struct bhi_slot *s = hold_slot(bh);
 
 	if (!s)
 		return;
@@ -493,7 +506,7 @@ static BH_COLD void hold_begin(struct bulkhead *bh, uint32_t n)
  * took (permits acquired on another thread) makes the pair unmeasurable. */
 static BH_COLD void hold_end(struct bulkhead *bh, uint32_t n)
 {
-	struct bhi_slot *s = bhi_my_slot(bh);
+	struct bhi_slot *s = hold_slot(bh);
 
 	if (!s)
 		return;

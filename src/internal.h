@@ -102,8 +102,9 @@ struct bhi_slot {
 	 * succeeds, or a real load, ever decides anything. */
 	_Atomic uint64_t hint;
 	/* BH_TRACK_HOLD: permits this thread holds, and since when it went
-	 * from holding none (0: no clean pair to measure). Owner-only. */
-	uint64_t held, hold_start;
+	 * from holding none (0: no clean pair to measure). Owner-only; gen
+	 * tells a recycled slot's new owner to start afresh. */
+	uint64_t held, hold_start, hold_gen;
 };
 
 /* Lock-free recording side of struct bh_hist (see src/hist.c). */
@@ -153,6 +154,7 @@ uint64_t bhi_word(const bulkhead_t *bh);
 /* Thread index: 0 = none yet, else index + 1. Initial-exec TLS keeps the
  * fast path free of __tls_get_addr. */
 extern __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
+extern __thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
 uint32_t bhi_tindex_assign(void);
 
 BH_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);

@@ -8,6 +8,9 @@
 #define TINDEX_MAX 4096
 
 __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
+/* Which owner of its index this thread is: never 0 once assigned. */
+__thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
+static uint64_t tindex_gen;
 
 static pthread_mutex_t tindex_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t tindex_used[TINDEX_MAX / 64];
@@ -56,6 +59,7 @@ uint32_t bhi_tindex_assign(void)
 		return UINT32_MAX;
 	pthread_mutex_lock(&tindex_lock);
 	i = tindex_take();
+	bhi_tgen = ++tindex_gen;
 	pthread_mutex_unlock(&tindex_lock);
 	if (i == UINT32_MAX)
 		return UINT32_MAX;

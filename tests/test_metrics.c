@@ -227,6 +227,36 @@ static void test_hold_tracking(void **state)
 	bh_destroy(bh);
 }
 
+/* A thread that exits holding a permit leaves its slot to the next thread
+ * given its index: that thread's holds are measured afresh. */
+static void *take_and_exit(void *bh)
+{
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* held = 1, never released here */
+	return NULL;
+}
+
+static void *hold_once(void *bh)
+{
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	return NULL;
+}
+
+static void test_hold_slot_recycled(void **state)
+{
+	bulkhead_t *bh = make_bh(4, 0, BH_TRACK_HOLD);
+	pthread_t t;
+
+	(void)state;
+	for (int i = 0; i < 4; i++) { /* indices are reused lowest-first */
+		assert_int_equal(pthread_create(&t, NULL, i % 2 ? hold_once : take_and_exit, bh), 0);
+		pthread_join(t, NULL);
+	}
+	assert_int_equal(stats_of(bh).hold.count, 2);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	bh_destroy(bh);
+}
+
 static void test_no_stats_flag(void **state)
 {
 	bulkhead_t *bh = make_bh(1, 0, BH_NO_STATS);
@@ -573,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_wait_histograms),
 		cmocka_unit_test(test_async_waits_recorded),
 		cmocka_unit_test(test_hold_tracking),
+		cmocka_unit_test(test_hold_slot_recycled),
 		cmocka_unit_test(test_no_stats_flag),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_prometheus_round_trip),
