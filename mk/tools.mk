@@ -21,3 +21,12 @@ endif
 # bulkhead-size end to end: the seeds' numbers, its rules, bad flags.
 TESTS += tests/test_size.sh
 EXTRA_DIST += tests/test_size.sh
+
+bin_PROGRAMS += tools/bulkhead-demo
+tools_bulkhead_demo_SOURCES = tools/bulkhead-demo.c tools/demo.h tools/demo_backend.c \
+	tools/demo_service.c tools/demo_report.c tools/demo_svg.c
+tools_bulkhead_demo_LDADD = tools/libbhtools.la src/libbulkhead.la
+
+# bulkhead-demo end to end: a short run must show the containment.
+TESTS += tests/test_demo.sh
+EXTRA_DIST += tests/test_demo.sh

@@ -19,6 +19,7 @@
 struct opts {
 	double qps, p99_s, safety, timeout_s, mean_s, fault_s;
 	uint32_t conc, queue; /* conc 0: compute */
+	uint32_t threads;     /* 0: calls do not hold the caller's threads */
 	bool queue_given, kv;
 };
 
@@ -51,6 +52,9 @@ static const char usage_text[] =
 	"                       which is conservative)\n"
 	"  -c, --concurrency N  evaluate this max_concurrent instead of computing it\n"
 	"  -k, --queue N        evaluate this queue_capacity instead of computing it\n"
+	"  -n, --threads N      the calls block their callers' threads, and this\n"
+	"                       dependency may hold at most N of them: queued callers\n"
+	"                       count, so max_concurrent + queue_capacity <= N\n"
 	"  -f, --fault TIME     also show what happens when the latency rises to TIME\n"
 	"      --kv             print key=value lines for scripts\n"
 	"  -h, --help           show this help\n"
@@ -68,6 +72,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "mean", required_argument, NULL, 'm' },
 		{ "concurrency", required_argument, NULL, 'c' },
 		{ "queue", required_argument, NULL, 'k' },
+		{ "threads", required_argument, NULL, 'n' },
 		{ "fault", required_argument, NULL, 'f' },
 		{ "kv", no_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
@@ -77,19 +82,20 @@ static void parse(int argc, char **argv, struct opts *o)
 
 	*o = (struct opts){ .safety = 1.3, .timeout_s = 1.0 };
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":q:p:a:t:m:c:k:f:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":q:p:a:t:m:c:k:n:f:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'q': o->qps = cli_double("--qps", optarg, 0.001, 1e7); break;
-		case 'p': o->p99_s = cli_duration("--p99", optarg, 1e-9, 3600); break;
+		case 'p': o->p99_s = cli_duration("--p99", optarg, CLI_MS, 1e-9, 3600); break;
 		case 'a': o->safety = cli_double("--safety", optarg, 1, 10); break;
-		case 't': o->timeout_s = cli_duration("--timeout", optarg, 1e-9, 86400); break;
-		case 'm': o->mean_s = cli_duration("--mean", optarg, 1e-9, 3600); break;
+		case 't': o->timeout_s = cli_duration("--timeout", optarg, CLI_MS, 1e-9, 86400); break;
+		case 'm': o->mean_s = cli_duration("--mean", optarg, CLI_MS, 1e-9, 3600); break;
 		case 'c': o->conc = cli_u32("--concurrency", optarg, 1, BH_LIMIT_MAX); break;
 		case 'k':
 			o->queue = cli_u32("--queue", optarg, 0, BH_QUEUE_MAX);
 			o->queue_given = true;
 			break;
-		case 'f': o->fault_s = cli_duration("--fault", optarg, 1e-9, 3600); break;
+		case 'n': o->threads = cli_u32("--threads", optarg, 1, UINT32_MAX - 1); break;
+		case 'f': o->fault_s = cli_duration("--fault", optarg, CLI_MS, 1e-9, 3600); break;
 		case 'K': o->kv = true; break;
 		case 'h': printf(usage_text, cli_prog, cli_prog); exit(0);
 		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
@@ -107,28 +113,26 @@ static void parse(int argc, char **argv, struct opts *o)
 				o->p99_s * 1e3);
 }
 
-/* queue_capacity for c permits: as given, or the rule of thumb cut to what
- * the timeout can use. A waiter who cannot be served before the caller
- * gives up only holds the caller's thread longer. */
+/* queue_capacity for c permits: as given, or recommended (sizing.h). */
 static uint32_t queue_for(const struct opts *o, uint32_t c, bool *shrunk)
 {
-	uint32_t k = bhs_queue_rule(c), fit = bhs_queue_fitting(o->timeout_s, c, o->mean_s);
-	double by_qps = floor(o->timeout_s * o->qps + 1e-9);
+	uint32_t rule = bhs_queue_rule(c), k;
 
 	*shrunk = false;
 	if (o->queue_given)
 		return o->queue;
-	if (o->conc) /* evaluating given sizes: report, never change */
-		return k > BH_QUEUE_MAX ? BH_QUEUE_MAX : k;
-	if (by_qps < fit)
-		fit = (uint32_t)by_qps;
-	if (fit > BH_QUEUE_MAX)
-		fit = BH_QUEUE_MAX;
-	if (k > fit) {
-		k = fit;
-		*shrunk = true;
+	if (o->conc) /* evaluating a given size: the plain rule, never cut */
+		k = rule;
+	else
+		k = bhs_queue_recommend(o->qps, o->mean_s, o->timeout_s, c);
+	if (o->threads && !o->conc) { /* a queued caller holds a thread too */
+		uint32_t room = o->threads > c ? o->threads - c : 0;
+
+		if (k > room)
+			k = room;
 	}
-	return k;
+	*shrunk = k < rule;
+	return k > BH_QUEUE_MAX ? BH_QUEUE_MAX : k;
 }
 
 static void make_plan(const struct opts *o, struct plan *p)
@@ -146,7 +150,7 @@ static void make_plan(const struct opts *o, struct plan *p)
 	p->over_qps = bhs_queue_over_qps(p->k, o->qps);
 	p->worst = bhs_worst_queue_wait(p->k, p->c, o->mean_s);
 	p->failed = (p->busy >= p->c) + (p->cap_qps < o->qps) + (p->over_qps > o->timeout_s) +
-		    (p->worst > o->timeout_s);
+		    (p->worst > o->timeout_s) + (o->threads && p->c + (uint64_t)p->k > o->threads);
 	bhs_model_init(&p->model, o->qps, o->mean_s, p->c, p->k);
 	bhs_model_solve(&p->model, &p->res);
 	p->p99_wait = bhs_model_wait_quantile(&p->model, 0.99);
@@ -196,6 +200,10 @@ static void print_sizes(const struct opts *o, const struct plan *p)
 		       p->c, o->qps, dur(o->p99_s, a), o->safety, p->raw);
 	if (o->queue_given)
 		printf("  queue_capacity  %-6u given\n", p->k);
+	else if (p->k_shrunk && o->threads && p->c + (uint64_t)p->k == o->threads)
+		printf("  queue_capacity  %-6u cut from 2 x max_concurrent = %u: queued callers\n"
+		       "                         hold threads too, and it may hold %u\n",
+		       p->k, p->k_rule, o->threads);
 	else if (p->k_shrunk)
 		printf("  queue_capacity  %-6u cut from 2 x max_concurrent = %u: a longer queue\n"
 		       "                         cannot be served within the caller's timeout\n",
@@ -221,6 +229,13 @@ static void print_checks(const struct opts *o, const struct plan *p)
 	printf("  %s worst queue wait: %u / %u x %s = %s %s %s\n",
 	       verdict(p->worst <= o->timeout_s), p->k, p->c, dur(o->mean_s, a),
 	       dur(p->worst, b), p->worst <= o->timeout_s ? "<=" : ">", dur(o->timeout_s, c));
+	if (o->threads) {
+		uint64_t held = p->c + (uint64_t)p->k;
+
+		printf("  %s threads it can hold when it stalls: %u + %u = %llu %s %u\n",
+		       verdict(held <= o->threads), p->c, p->k, (unsigned long long)held,
+		       held <= o->threads ? "<=" : ">", o->threads);
+	}
 }
 
 static void print_model(const struct opts *o, const struct plan *p)
@@ -302,6 +317,9 @@ static void print_kv(const struct opts *o, const struct plan *p)
 	       "worst_queue_wait_ms=%.6g\nchecks_failed=%d\n",
 	       p->busy, p->busy / p->c, p->cap_qps, p->over_qps * 1e3, p->worst * 1e3,
 	       p->failed);
+	if (o->threads)
+		printf("threads=%u\nthreads_held=%llu\n", o->threads,
+		       (unsigned long long)p->c + p->k);
 	printf("p_reject=%.6g\np_wait=%.6g\nmean_wait_ms=%.6g\np99_wait_ms=%.6g\n"
 	       "p_wait_over_timeout=%.6g\n",
 	       r->p_reject, r->p_wait, r->mean_wait_s * 1e3, p->p99_wait * 1e3,

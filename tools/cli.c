@@ -112,20 +112,22 @@ uint32_t cli_u32(const char *flag, const char *s, uint32_t min, uint32_t max)
 	return v;
 }
 
-double cli_duration(const char *flag, const char *s, double min_s, double max_s)
+double cli_duration(const char *flag, const char *s, double unit_s, double min_s, double max_s)
 {
+	const char *bare = unit_s >= 1 ? "seconds" : "milliseconds";
 	char lo[32], hi[32];
 	double v;
 
-	if (cli_parse_duration(s, 1e-3, min_s, max_s, &v))
+	if (cli_parse_duration(s, unit_s, min_s, max_s, &v))
 		return v;
 	cli_fmt_duration(max_s, hi, sizeof(hi));
 	if (min_s <= 1e-6)
-		cli_usage_error("%s: expected a positive duration up to %s, such as 200ms or 1.5s "
-				"(a bare number is milliseconds), got '%s'", flag, hi, s);
+		cli_usage_error("%s: expected a %sduration up to %s, such as 200ms or 1.5s "
+				"(a bare number is %s), got '%s'",
+				flag, min_s > 0 ? "positive " : "", hi, bare, s);
 	cli_usage_error("%s: expected a duration from %s to %s, such as 200ms or 1.5s "
-			"(a bare number is milliseconds), got '%s'",
-			flag, cli_fmt_duration(min_s, lo, sizeof(lo)), hi, s);
+			"(a bare number is %s), got '%s'",
+			flag, cli_fmt_duration(min_s, lo, sizeof(lo)), hi, bare, s);
 }
 
 const char *cli_fmt_duration(double s, char *buf, unsigned len)

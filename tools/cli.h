@@ -28,7 +28,10 @@ bool cli_parse_duration(const char *s, double default_unit_s, double min_s, doub
 /* The same, exiting with a clear message naming the flag on failure. */
 double cli_double(const char *flag, const char *s, double min, double max);
 uint32_t cli_u32(const char *flag, const char *s, uint32_t min, uint32_t max);
-double cli_duration(const char *flag, const char *s, double min_s, double max_s);
+/* unit_s: what a bare number means (1e-3: milliseconds, 1: seconds). */
+double cli_duration(const char *flag, const char *s, double unit_s, double min_s, double max_s);
+#define CLI_MS 1e-3
+#define CLI_S 1.0
 
 /* "200 ms", "1.5 s", "80 us": a duration for humans. */
 const char *cli_fmt_duration(double s, char *buf, unsigned len);

@@ -41,6 +41,16 @@ uint32_t bhs_queue_fitting(double timeout_s, uint32_t concurrency, double mean_s
 	return k >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)k;
 }
 
+uint32_t bhs_queue_recommend(double qps, double mean_s, double timeout_s, uint32_t c)
+{
+	uint32_t k = bhs_queue_rule(c), fit = bhs_queue_fitting(timeout_s, c, mean_s);
+	double by_qps = floor(timeout_s * qps + 1e-9);
+
+	if (by_qps < fit)
+		fit = by_qps >= UINT32_MAX ? UINT32_MAX : (uint32_t)by_qps;
+	return k < fit ? k : fit;
+}
+
 /* ---- M/M/c/K ------------------------------------------------------------ */
 
 /* log of the unnormalised p_n: a^n / n! up to c, then times rho per waiter.

@@ -29,6 +29,11 @@ double bhs_worst_queue_wait(uint32_t queue, uint32_t concurrency, double mean_s)
  * (16 / 160 = 100 ms); it must not exceed the caller's timeout. */
 double bhs_queue_over_qps(uint32_t queue, double qps);
 
+/* The queue bulkhead-size recommends for c permits: twice c, cut to what
+ * the timeout can use by both checks above (a waiter who cannot be served
+ * before its caller gives up only holds the caller longer). */
+uint32_t bhs_queue_recommend(double qps, double mean_s, double timeout_s, uint32_t c);
+
 /* The longest queue whose last waiter still expects to be served within
  * timeout_s (inverts bhs_worst_queue_wait). */
 uint32_t bhs_queue_fitting(double timeout_s, uint32_t concurrency, double mean_s);
