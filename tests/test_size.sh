@@ -54,6 +54,16 @@ expect "--qps 50 --p99 200ms -t 2s --fault 5s" fault_capacity_qps=2.6 \
 # A mean below the P99 is used by the model, not by the rule.
 expect "--qps 160 --p99 30ms --mean 10ms" max_concurrent=7 busy_permits=1.6
 
+# Blocking callers: a queued caller holds a thread, so permits + queue must
+# fit the threads the dependency may hold (the demo's payment compartment).
+expect "--qps 40 --p99 240ms --mean 200ms --timeout 2s --threads 28" max_concurrent=13 \
+	queue_rule=26 queue_capacity=15 queue_shrunk=1 threads_held=28 checks_failed=0
+# Fewer threads than permits: no room for a queue, and the check fails.
+expect "--qps 40 --p99 240ms --threads 10" max_concurrent=13 queue_capacity=0 checks_failed=1
+# Given sizes that overflow the threads are reported, not changed.
+expect "--qps 40 --p99 240ms -c 13 -k 26 --threads 28" queue_capacity=26 threads_held=39 \
+	checks_failed=1
+
 # The human report carries the same numbers.
 "$prog" --qps 160 --p99 30ms >"$tmp/human" 2>&1 || fail "human report: exit $?"
 for s in "6.24" "queue_capacity  14" "87.5 ms <= 1 s" "60 ms <= 1 s" "M/M/c/K"; do
@@ -83,6 +93,7 @@ bad "--safety" --qps 100 --p99 30 --safety 0.5
 bad "--concurrency" --qps 100 --p99 30 --concurrency 0
 bad "--concurrency" --qps 100 --p99 30 --concurrency 99999999999
 bad "--queue" --qps 100 --p99 30 --queue -1
+bad "--threads" --qps 100 --p99 30 --threads 0
 bad "--mean" --qps 100 --p99 30 --mean 40
 bad "unknown option" --qps 100 --p99 30 --frobnicate
 bad "needs a value" --qps

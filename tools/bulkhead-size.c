@@ -298,7 +298,7 @@ static void print_fault(const struct opts *o, const struct plan *p)
 	       dur(worst, b),
 	       worst > o->timeout_s ? ": waiters give up at the timeout" : "");
 	printf("  model: %s rejected at once; at most %u callers held in calls and %u\n"
-	       "  in the queue, each for up to %s: the rest of the process keeps its threads\n",
+	       "  in the queue, each for up to %s; every other caller is answered at once\n",
 	       pct(r.p_reject, b), p->c, p->k, dur(fmin(o->timeout_s, o->fault_s), c));
 }
 
