@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,37 @@ enum {
 	OPT_SCENARIO,
 };
 
+/* Flags that set one number of the configuration. */
+enum value_kind { V_NUMBER, V_COUNT, V_MS, V_SECONDS };
+
+#define FIELD(f) offsetof(struct demo_config, f)
+
+static const struct value_flag {
+	int id;
+	const char *name;
+	size_t field;
+	enum value_kind kind;
+	double min, max;
+} value_flags[] = {
+	{ 'r', "rate", FIELD(rate), V_NUMBER, 1, 20000 },
+	{ OPT_PAY_SHARE, "pay-share", FIELD(pay_share), V_NUMBER, 0, 1 },
+	{ 'w', "workers", FIELD(workers), V_COUNT, 1, 4096 },
+	{ OPT_ACCEPT, "accept-queue", FIELD(accept_queue), V_COUNT, 1, 1000000 },
+	{ OPT_INV_TIMEOUT, "inv-timeout", FIELD(timeout_s[DEP_INV]), V_MS, 1e-3, 60 },
+	{ OPT_PAY_TIMEOUT, "pay-timeout", FIELD(timeout_s[DEP_PAY]), V_MS, 1e-3, 60 },
+	{ OPT_INV_LAT, "inv-latency", FIELD(latency_s[DEP_INV]), V_MS, 1e-4, 60 },
+	{ OPT_PAY_LAT, "pay-latency", FIELD(latency_s[DEP_PAY]), V_MS, 1e-4, 60 },
+	{ OPT_JITTER, "jitter", FIELD(jitter), V_NUMBER, 0, 0.9 },
+	{ OPT_FAULT_LAT, "fault-latency", FIELD(fault_latency_s), V_MS, 1e-4, 600 },
+	{ 'd', "duration", FIELD(duration_s), V_SECONDS, 1, 3600 },
+	{ OPT_FAULT_AT, "fault-at", FIELD(fault_at_s), V_SECONDS, 0, 3600 },
+	{ OPT_FAULT_FOR, "fault-for", FIELD(fault_for_s), V_SECONDS, 0, 3600 },
+	{ OPT_SAFETY, "safety", FIELD(safety), V_NUMBER, 1, 10 },
+	{ OPT_INV_QW, "inv-queue-wait", FIELD(queue_wait_s[DEP_INV]), V_MS, 1e-6, 60 },
+	{ OPT_PAY_QW, "pay-queue-wait", FIELD(queue_wait_s[DEP_PAY]), V_MS, 1e-6, 60 },
+	{ OPT_SEED, "seed", FIELD(seed), V_COUNT, 0, UINT32_MAX },
+};
+
 static const struct option longopts[] = {
 	{ "rate", required_argument, NULL, 'r' },
 	{ "pay-share", required_argument, NULL, OPT_PAY_SHARE },
@@ -100,6 +132,29 @@ static const struct option longopts[] = {
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* Set the field of flag id from text s; false if id is not a value flag. */
+static bool set_value(struct demo_config *c, int id, const char *s)
+{
+	for (size_t i = 0; i < sizeof(value_flags) / sizeof(value_flags[0]); i++) {
+		const struct value_flag *f = &value_flags[i];
+		void *p = (char *)c + f->field;
+		char name[32];
+
+		if (f->id != id)
+			continue;
+		snprintf(name, sizeof(name), "--%s", f->name);
+		if (f->kind == V_COUNT)
+			*(uint32_t *)p = cli_u32(name, s, (uint32_t)f->min, (uint32_t)f->max);
+		else if (f->kind == V_NUMBER)
+			*(double *)p = cli_double(name, s, f->min, f->max);
+		else
+			*(double *)p = cli_duration(name, s, f->kind == V_MS ? CLI_MS : CLI_S,
+						    f->min, f->max);
+		return true;
+	}
+	return false;
+}
 
 static void defaults(struct demo_config *c)
 {
@@ -146,7 +201,8 @@ static void check_timeline(const struct demo_config *c)
 		cli_usage_error("--fault-at (%g s) must fall within --duration (%g s)",
 				c->fault_at_s, c->duration_s);
 	if (c->latency_s[DEP_PAY] >= c->fault_latency_s)
-		cli_usage_error("--fault-latency must exceed --pay-latency: the fault is a slowdown");
+		cli_usage_error("--fault-latency must exceed --pay-latency: "
+				"the fault is a slowdown");
 }
 
 static const char *parse(int argc, char **argv, struct demo_config *c)
@@ -157,30 +213,15 @@ static const char *parse(int argc, char **argv, struct demo_config *c)
 	defaults(c);
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":r:w:d:qh", longopts, NULL)) != -1) {
+		if (set_value(c, ch, optarg))
+			continue;
 		switch (ch) {
-		case 'r': c->rate = cli_double("--rate", optarg, 1, 20000); break;
-		case OPT_PAY_SHARE: c->pay_share = cli_double("--pay-share", optarg, 0, 1); break;
-		case 'w': c->workers = cli_u32("--workers", optarg, 1, 4096); break;
-		case OPT_ACCEPT: c->accept_queue = cli_u32("--accept-queue", optarg, 1, 1000000); break;
-		case OPT_INV_TIMEOUT: c->timeout_s[DEP_INV] = cli_duration("--inv-timeout", optarg, CLI_MS, 1e-3, 60); break;
-		case OPT_PAY_TIMEOUT: c->timeout_s[DEP_PAY] = cli_duration("--pay-timeout", optarg, CLI_MS, 1e-3, 60); break;
-		case OPT_INV_LAT: c->latency_s[DEP_INV] = cli_duration("--inv-latency", optarg, CLI_MS, 1e-4, 60); break;
-		case OPT_PAY_LAT: c->latency_s[DEP_PAY] = cli_duration("--pay-latency", optarg, CLI_MS, 1e-4, 60); break;
-		case OPT_JITTER: c->jitter = cli_double("--jitter", optarg, 0, 0.9); break;
-		case OPT_FAULT_LAT: c->fault_latency_s = cli_duration("--fault-latency", optarg, CLI_MS, 1e-4, 600); break;
-		case 'd': c->duration_s = cli_duration("--duration", optarg, CLI_S, 1, 3600); break;
-		case OPT_FAULT_AT: c->fault_at_s = cli_duration("--fault-at", optarg, CLI_S, 0, 3600); break;
-		case OPT_FAULT_FOR: c->fault_for_s = cli_duration("--fault-for", optarg, CLI_S, 0, 3600); break;
-		case OPT_SAFETY: c->safety = cli_double("--safety", optarg, 1, 10); break;
 		case OPT_INV_BH: parse_bulkhead("--inv-bulkhead", optarg, c, DEP_INV); break;
 		case OPT_PAY_BH: parse_bulkhead("--pay-bulkhead", optarg, c, DEP_PAY); break;
-		case OPT_INV_QW: c->queue_wait_s[DEP_INV] = cli_duration("--inv-queue-wait", optarg, CLI_MS, 1e-6, 60); break;
-		case OPT_PAY_QW: c->queue_wait_s[DEP_PAY] = cli_duration("--pay-queue-wait", optarg, CLI_MS, 1e-6, 60); break;
 		case OPT_ONLY: parse_only(optarg, c); break;
 		case OPT_SVG: c->svg_path = optarg; break;
 		case OPT_KV: c->kv_path = optarg; break;
 		case 'q': c->quiet = true; break;
-		case OPT_SEED: c->seed = cli_u32("--seed", optarg, 0, UINT32_MAX); break;
 		case OPT_SCENARIO: scenario = optarg; break;
 		case 'h': printf(usage_text, cli_prog); exit(0);
 		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
@@ -365,11 +406,14 @@ static void fit_compartments(struct demo *dm)
 	}
 	if (fixed + cut <= c->workers)
 		return;
-	for (int d = 0; d < NDEPS; d++)
-		if (!c->queue_given[d])
-			dm->queue[d] = fixed >= c->workers
-					       ? 0
-					       : (uint32_t)(dm->queue[d] * (c->workers - fixed) / cut);
+	for (int d = 0; d < NDEPS; d++) {
+		if (c->queue_given[d])
+			continue;
+		if (fixed >= c->workers)
+			dm->queue[d] = 0;
+		else
+			dm->queue[d] = (uint32_t)(dm->queue[d] * (c->workers - fixed) / cut);
+	}
 }
 
 static void size_bulkheads(struct demo *dm)
@@ -401,7 +445,8 @@ static void print_intro(const struct demo *dm)
 	       c->fault_at_s + c->fault_for_s, c->duration_s);
 	printf("  with isolation, each dependency may hold at most permits + queue workers:\n");
 	for (int d = 0; d < NDEPS; d++) {
-		printf("    %-9s %3u + %-3u of %u", dep_name[d], dm->conc[d], dm->queue[d], c->workers);
+		printf("    %-9s %3u + %-3u of %u", dep_name[d], dm->conc[d], dm->queue[d],
+		       c->workers);
 		if (dm->queue_wait_ns[d])
 			printf(", queue wait <= %s",
 			       cli_fmt_duration((double)dm->queue_wait_ns[d] / 1e9, a, 32));
@@ -493,7 +538,7 @@ static int run_one(struct demo *dm, bool isolated, struct run_report *rr)
 	printf("\n== run %s: %s\n", isolated ? "2/2" : "1/2",
 	       isolated ? "with isolation: a libbulkhead bulkhead per dependency"
 			: "without isolation: inventory and payment share the workers");
-	report_print_header(rr, c);
+	report_print_header(c);
 	p.t0 = bh_now_ns();
 	r = service_start(&p, &s);
 	if (r == 0) {
@@ -511,7 +556,7 @@ static int start_backends(struct demo *dm)
 {
 	for (int d = 0; d < NDEPS; d++) {
 		int r = backend_start(&dm->backend[d], dep_name[d], dm->cfg.latency_s[d],
-				      dm->cfg.jitter, dm->cfg.seed * 31 + (uint64_t)d);
+				      dm->cfg.jitter, (uint64_t)dm->cfg.seed * 31 + (uint64_t)d);
 
 		if (r < 0) {
 			fprintf(stderr, "%s: cannot start the %s backend on loopback: %s\n",
@@ -528,25 +573,24 @@ static int finish_outputs(const struct demo *dm, const struct run_report *withou
 			  const struct run_report *with)
 {
 	const struct demo_config *c = &dm->cfg;
-	int r;
+	const char *failed = NULL;
+	int r = 0;
 
 	report_print_summary(without, with, c);
 	if (c->svg_path && *c->svg_path) {
 		r = svg_write(c->svg_path, without, with, c);
-		if (r < 0) {
-			fprintf(stderr, "%s: cannot write %s: %s\n", cli_prog, c->svg_path, strerror(-r));
-			return r;
-		}
-		printf("\nchart: %s\n", c->svg_path);
+		if (r < 0)
+			failed = c->svg_path;
+		else
+			printf("\nchart: %s\n", c->svg_path);
 	}
-	if (c->kv_path) {
+	if (r == 0 && c->kv_path) {
 		r = report_write_kv(c->kv_path, without, with, c);
-		if (r < 0) {
-			fprintf(stderr, "%s: cannot write %s: %s\n", cli_prog, c->kv_path, strerror(-r));
-			return r;
-		}
+		failed = c->kv_path;
 	}
-	return 0;
+	if (r < 0)
+		fprintf(stderr, "%s: cannot write %s: %s\n", cli_prog, failed, strerror(-r));
+	return r;
 }
 
 static int run_containment(struct demo *dm)

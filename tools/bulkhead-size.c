@@ -62,6 +62,12 @@ static const char usage_text[] =
 	"TIME is a number with an optional unit: us, ms, s (a bare number is ms).\n"
 	"Example, seed 002's inventory pool:  %s --qps 160 --p99 30ms\n";
 
+/* Every time flag: positive, at most an hour, bare numbers in ms. */
+static double time_arg(const char *flag)
+{
+	return cli_duration(flag, optarg, CLI_MS, 1e-9, 3600);
+}
+
 static void parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -85,17 +91,17 @@ static void parse(int argc, char **argv, struct opts *o)
 	while ((ch = getopt_long(argc, argv, ":q:p:a:t:m:c:k:n:f:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'q': o->qps = cli_double("--qps", optarg, 0.001, 1e7); break;
-		case 'p': o->p99_s = cli_duration("--p99", optarg, CLI_MS, 1e-9, 3600); break;
+		case 'p': o->p99_s = time_arg("--p99"); break;
 		case 'a': o->safety = cli_double("--safety", optarg, 1, 10); break;
-		case 't': o->timeout_s = cli_duration("--timeout", optarg, CLI_MS, 1e-9, 86400); break;
-		case 'm': o->mean_s = cli_duration("--mean", optarg, CLI_MS, 1e-9, 3600); break;
+		case 't': o->timeout_s = time_arg("--timeout"); break;
+		case 'm': o->mean_s = time_arg("--mean"); break;
 		case 'c': o->conc = cli_u32("--concurrency", optarg, 1, BH_LIMIT_MAX); break;
 		case 'k':
 			o->queue = cli_u32("--queue", optarg, 0, BH_QUEUE_MAX);
 			o->queue_given = true;
 			break;
 		case 'n': o->threads = cli_u32("--threads", optarg, 1, UINT32_MAX - 1); break;
-		case 'f': o->fault_s = cli_duration("--fault", optarg, CLI_MS, 1e-9, 3600); break;
+		case 'f': o->fault_s = time_arg("--fault"); break;
 		case 'K': o->kv = true; break;
 		case 'h': printf(usage_text, cli_prog, cli_prog); exit(0);
 		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
@@ -196,7 +202,8 @@ static void print_sizes(const struct opts *o, const struct plan *p)
 		printf("  max_concurrent  %-6u given (the rule gives %g x %s x %g = %.3g)\n", p->c,
 		       o->qps, dur(o->p99_s, a), o->safety, p->raw);
 	else
-		printf("  max_concurrent  %-6u = ceil(%g/s x %s x %g = %.3g)   Little's law on the P99\n",
+		printf("  max_concurrent  %-6u = ceil(%g/s x %s x %g = %.3g)   "
+		       "Little's law on the P99\n",
 		       p->c, o->qps, dur(o->p99_s, a), o->safety, p->raw);
 	if (o->queue_given)
 		printf("  queue_capacity  %-6u given\n", p->k);

@@ -57,7 +57,7 @@ struct demo_config {
 	double queue_wait_s[NDEPS];
 	unsigned runs;        /* RUN_WITHOUT | RUN_WITH */
 	const char *svg_path, *kv_path;
-	uint64_t seed;
+	uint32_t seed;
 	bool quiet;
 };
 
@@ -197,7 +197,7 @@ void reporter_init(struct reporter *rp, struct results *res);
 /* Fold the last second into a tick, print its line (unless quiet). */
 void reporter_tick(struct reporter *rp, struct run_report *rr, const struct demo_config *cfg,
 		   struct service *s, uint32_t t, bool fault);
-void report_print_header(const struct run_report *rr, const struct demo_config *cfg);
+void report_print_header(const struct demo_config *cfg);
 /* Totals by phase, from every record. */
 void report_finish(struct run_report *rr, const struct demo_config *cfg,
 		   const struct results *res);

@@ -82,30 +82,30 @@ void reporter_init(struct reporter *rp, struct results *res)
 	rp->res = res;
 }
 
+/* The orders finished since the last tick: counts and response times. */
 static void fold_records(struct reporter *rp, struct tick *tk)
 {
-	size_t n = results_count(rp->res), m = n - rp->seen;
-	double *lat[NDEPS];
-	size_t nl[NDEPS] = { 0, 0 };
+	size_t n = results_count(rp->res), m = n - rp->seen, nl[NDEPS] = { 0, 0 };
+	double *lat = malloc((2 * m + 1) * sizeof(double)); /* m per dependency */
 
-	for (int d = 0; d < NDEPS; d++)
-		lat[d] = malloc((m ? m : 1) * sizeof(double));
 	for (size_t i = rp->seen; i < n; i++) {
 		const struct record *r = &rp->res->rec[i];
 		struct dep_tick *dt = &tk->d[r->dep];
 
 		dt->done++;
 		dt->ok += r->outcome == OUT_OK;
-		if (lat[r->dep])
-			lat[r->dep][nl[r->dep]++] = (double)(r->done_ns - r->arrival_ns) / 1e9;
+		if (lat)
+			lat[r->dep * m + nl[r->dep]++] = (double)(r->done_ns - r->arrival_ns) / 1e9;
 	}
 	for (int d = 0; d < NDEPS; d++) {
-		if (lat[d])
-			qsort(lat[d], nl[d], sizeof(double), cmp_double);
-		tk->d[d].p50_s = lat[d] ? percentile_sorted(lat[d], nl[d], 0.50) : NAN;
-		tk->d[d].p99_s = lat[d] ? percentile_sorted(lat[d], nl[d], 0.99) : NAN;
-		free(lat[d]);
+		double *v = lat ? lat + d * m : NULL;
+
+		if (v)
+			qsort(v, nl[d], sizeof(double), cmp_double);
+		tk->d[d].p50_s = v ? percentile_sorted(v, nl[d], 0.50) : NAN;
+		tk->d[d].p99_s = v ? percentile_sorted(v, nl[d], 0.99) : NAN;
 	}
+	free(lat);
 	rp->seen = n;
 }
 
@@ -164,18 +164,20 @@ static const char *fmt_bh(const struct tick *tk, enum dep d, char *buf, size_t l
 	return buf;
 }
 
-void report_print_header(const struct run_report *rr, const struct demo_config *cfg)
+/* The same widths as print_tick's, so the columns line up. */
+void report_print_header(const struct demo_config *cfg)
 {
 	if (cfg->quiet)
 		return;
-	printf("     orders/s |     inventory        |      payment         |  workers  |"
-	       "  inventory bh   |   payment bh\n");
-	printf("   t offer ok |  ok%%    p50    p99   |  ok%%    p50    p99   | pay  busy |"
-	       " in queue  shed/s | in queue  shed/s\n");
-	(void)rr;
+	printf("%14s | %-21s | %-21s | %-9s | %-15s | %s\n", "orders/s", "    inventory",
+	       "     payment", " workers", "  inventory bh", "  payment bh");
+	printf("%3s  %5s %3s | %5s %6s %6s   | %5s %6s %6s   | %3s %4s  | "
+	       "%3s %4s %6s | %3s %4s %6s\n",
+	       "t", "offer", "ok", "ok%", "p50", "p99", "ok%", "p50", "p99", "pay", "busy", "in",
+	       "queue", "shed", "in", "queue", "shed");
 }
 
-static void print_tick(const struct tick *tk, const struct demo_config *cfg)
+static void print_tick(const struct tick *tk)
 {
 	char ok[2][16], p50[2][16], p99[2][16], bh[2][32];
 
@@ -190,7 +192,6 @@ static void print_tick(const struct tick *tk, const struct demo_config *cfg)
 	       tk->d[0].ok + tk->d[1].ok, ok[0], p50[0], p99[0], ok[1], p50[1], p99[1],
 	       tk->d[DEP_PAY].held, tk->busy, bh[0], bh[1]);
 	fflush(stdout);
-	(void)cfg;
 }
 
 static int grow_ticks(struct run_report *rr)
@@ -216,7 +217,7 @@ void reporter_tick(struct reporter *rp, struct run_report *rr, const struct demo
 		if (tk.d[d].held > rr->peak_held[d])
 			rr->peak_held[d] = tk.d[d].held;
 	if (!cfg->quiet)
-		print_tick(&tk, cfg);
+		print_tick(&tk);
 	if (rr->nticks == rr->cap_ticks && grow_ticks(rr) < 0)
 		return;
 	rr->ticks[rr->nticks++] = tk;
@@ -296,11 +297,6 @@ static double share(uint64_t part, uint64_t whole)
 	return whole ? (double)part / (double)whole : NAN;
 }
 
-static double failures(const struct phase_stats *ps)
-{
-	return (double)(ps->n - ps->ok);
-}
-
 static double served_per_s(const struct run_report *rr, const struct demo_config *cfg)
 {
 	uint64_t ok = rr->ph[DEP_INV][PH_FAULT].ok + rr->ph[DEP_PAY][PH_FAULT].ok;
@@ -308,124 +304,70 @@ static double served_per_s(const struct run_report *rr, const struct demo_config
 	return cfg->fault_for_s > 0 ? (double)ok / cfg->fault_for_s : NAN;
 }
 
-typedef void cell_fn(const struct run_report *rr, const struct demo_config *cfg, char *buf,
-		     size_t len);
-
-static void cell_pct(char *buf, size_t len, double v)
+static void cell_pct(char *buf, double v)
 {
 	if (isnan(v))
-		snprintf(buf, len, "-");
+		snprintf(buf, 32, "-");
 	else
-		snprintf(buf, len, "%.1f%%", 100 * v);
+		snprintf(buf, 32, "%.1f%%", 100 * v);
 }
 
-static void c_inv_ok_fault(const struct run_report *rr, const struct demo_config *cfg, char *b,
-			   size_t n)
-{
-	const struct phase_stats *ps = &rr->ph[DEP_INV][PH_FAULT];
-
-	cell_pct(b, n, share(ps->ok, ps->n));
-	(void)cfg;
-}
-
-static void c_inv_p99_fault(const struct run_report *rr, const struct demo_config *cfg, char *b,
-			    size_t n)
-{
-	fmt_lat(rr->ph[DEP_INV][PH_FAULT].p99_s, b, n);
-	(void)cfg;
-}
-
-static void c_inv_ok_before(const struct run_report *rr, const struct demo_config *cfg,
-			    char *b, size_t n)
-{
-	const struct phase_stats *ps = &rr->ph[DEP_INV][PH_BEFORE];
-
-	cell_pct(b, n, share(ps->ok, ps->n));
-	(void)cfg;
-}
-
-static void c_pay_ok_fault(const struct run_report *rr, const struct demo_config *cfg, char *b,
-			   size_t n)
-{
-	const struct phase_stats *ps = &rr->ph[DEP_PAY][PH_FAULT];
-
-	cell_pct(b, n, share(ps->ok, ps->n));
-	(void)cfg;
-}
-
-static void c_pay_fast(const struct run_report *rr, const struct demo_config *cfg, char *b,
-		       size_t n)
-{
-	const struct phase_stats *ps = &rr->ph[DEP_PAY][PH_FAULT];
-
-	cell_pct(b, n, failures(ps) > 0 ? (double)ps->fast_fail / failures(ps) : NAN);
-	(void)cfg;
-}
-
-static void c_pay_fail_p50(const struct run_report *rr, const struct demo_config *cfg, char *b,
-			   size_t n)
-{
-	fmt_lat(rr->ph[DEP_PAY][PH_FAULT].fail_p50_s, b, n);
-	(void)cfg;
-}
-
-static void c_pay_shed(const struct run_report *rr, const struct demo_config *cfg, char *b,
-		       size_t n)
-{
-	const struct phase_stats *ps = &rr->ph[DEP_PAY][PH_FAULT];
-
-	snprintf(b, n, "%llu / %llu", (unsigned long long)ps->by_outcome[OUT_REJECTED],
-		 (unsigned long long)ps->by_outcome[OUT_QUEUE_TIMEOUT]);
-	(void)cfg;
-}
-
-static void c_peak_held(const struct run_report *rr, const struct demo_config *cfg, char *b,
-			size_t n)
-{
-	snprintf(b, n, "%u of %u", rr->peak_held[DEP_PAY], cfg->workers);
-}
-
-static void c_served(const struct run_report *rr, const struct demo_config *cfg, char *b,
-		     size_t n)
-{
-	snprintf(b, n, "%.0f/s", served_per_s(rr, cfg));
-}
-
-static const struct {
-	const char *label;
-	cell_fn *cell;
-} rows[] = {
-	{ "inventory orders that succeeded", c_inv_ok_fault },
-	{ "inventory p99 response time", c_inv_p99_fault },
-	{ "payment orders that succeeded", c_pay_ok_fault },
-	{ "payment failures answered < 50 ms", c_pay_fast },
-	{ "payment median time to fail", c_pay_fail_p50 },
-	{ "payment rejected / gave up queueing", c_pay_shed },
-	{ "orders served per second", c_served },
-	{ "workers held by payment (peak)", c_peak_held },
-	{ "before the fault: inventory success", c_inv_ok_before },
+enum {
+	ROW_INV_OK, ROW_INV_P99, ROW_PAY_OK, ROW_PAY_FAST, ROW_PAY_FAIL_P50, ROW_PAY_SHED,
+	ROW_SERVED, ROW_PEAK_HELD, ROW_INV_OK_BEFORE, NROWS
 };
+
+static const char *const row_label[NROWS] = {
+	"inventory orders that succeeded",
+	"inventory p99 response time",
+	"payment orders that succeeded",
+	"payment failures answered < 50 ms",
+	"payment median time to fail",
+	"payment rejected / gave up queueing",
+	"orders served per second",
+	"workers held by payment (peak)",
+	"before the fault: inventory success",
+};
+
+/* One column of the summary: a run's numbers for each row. */
+static void run_cells(const struct run_report *rr, const struct demo_config *cfg,
+		      char cell[NROWS][32])
+{
+	const struct phase_stats *inv = &rr->ph[DEP_INV][PH_FAULT];
+	const struct phase_stats *pay = &rr->ph[DEP_PAY][PH_FAULT];
+	const struct phase_stats *inv0 = &rr->ph[DEP_INV][PH_BEFORE];
+
+	cell_pct(cell[ROW_INV_OK], share(inv->ok, inv->n));
+	fmt_lat(inv->p99_s, cell[ROW_INV_P99], 32);
+	cell_pct(cell[ROW_PAY_OK], share(pay->ok, pay->n));
+	cell_pct(cell[ROW_PAY_FAST], share(pay->fast_fail, pay->n - pay->ok));
+	fmt_lat(pay->fail_p50_s, cell[ROW_PAY_FAIL_P50], 32);
+	snprintf(cell[ROW_PAY_SHED], 32, "%llu / %llu",
+		 (unsigned long long)pay->by_outcome[OUT_REJECTED],
+		 (unsigned long long)pay->by_outcome[OUT_QUEUE_TIMEOUT]);
+	snprintf(cell[ROW_SERVED], 32, "%.0f/s", served_per_s(rr, cfg));
+	snprintf(cell[ROW_PEAK_HELD], 32, "%u of %u", rr->peak_held[DEP_PAY], cfg->workers);
+	cell_pct(cell[ROW_INV_OK_BEFORE], share(inv0->ok, inv0->n));
+}
 
 void report_print_summary(const struct run_report *without, const struct run_report *with,
 			  const struct demo_config *cfg)
 {
 	const struct run_report *runs[2] = { without, with };
-	char a[32], b[32];
+	char cell[2][NROWS][32];
 
+	for (int r = 0; r < 2; r++) {
+		if (runs[r])
+			run_cells(runs[r], cfg, cell[r]);
+		else
+			for (int i = 0; i < NROWS; i++)
+				snprintf(cell[r][i], 32, "(not run)");
+	}
 	printf("\nsummary: orders that arrived during the fault (%g s to %g s)\n",
 	       cfg->fault_at_s, cfg->fault_at_s + cfg->fault_for_s);
 	printf("  %-37s %18s %18s\n", "", "without isolation", "with isolation");
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		char *cells[2] = { a, b };
-
-		for (int r = 0; r < 2; r++) {
-			if (runs[r])
-				rows[i].cell(runs[r], cfg, cells[r], sizeof(a));
-			else
-				snprintf(cells[r], sizeof(a), "(not run)");
-		}
-		printf("  %-37s %18s %18s\n", rows[i].label, a, b);
-	}
+	for (int i = 0; i < NROWS; i++)
+		printf("  %-37s %18s %18s\n", row_label[i], cell[0][i], cell[1][i]);
 }
 
 /* ---- key=value, for scripts and the test ----------------------------------- */
@@ -445,8 +387,7 @@ static void kv_run(FILE *f, const char *p, const struct run_report *rr,
 	fprintf(f, "%s_inv_ok_before=%.4f\n", p, share(inv0->ok, inv0->n));
 	fprintf(f, "%s_pay_n_fault=%llu\n", p, (unsigned long long)pay->n);
 	fprintf(f, "%s_pay_ok_fault=%.4f\n", p, share(pay->ok, pay->n));
-	fprintf(f, "%s_pay_fast_fail_fault=%.4f\n", p,
-		failures(pay) > 0 ? pay->fast_fail / failures(pay) : NAN);
+	fprintf(f, "%s_pay_fast_fail_fault=%.4f\n", p, share(pay->fast_fail, pay->n - pay->ok));
 	fprintf(f, "%s_pay_fail_p50_fault_ms=%.3f\n", p, pay->fail_p50_s * 1e3);
 	fprintf(f, "%s_pay_rejected_fault=%llu\n", p,
 		(unsigned long long)pay->by_outcome[OUT_REJECTED]);

@@ -31,12 +31,14 @@ struct order {
 	enum dep dep;
 };
 
-/* Orders waiting for a worker; pushing never blocks (open loop). */
+/* Orders waiting for a worker; pushing never blocks (open loop). A popped
+ * order counts as active until its worker is done with it, so "nothing
+ * queued and nothing active" is one observation under the lock. */
 struct accept_queue {
 	pthread_mutex_t lock;
 	pthread_cond_t nonempty;
 	struct order *ring;
-	uint32_t cap, head, n;
+	uint32_t cap, head, n, active;
 	bool closed;
 };
 
@@ -57,7 +59,7 @@ struct service {
 	int stop_fd; /* eventfd: readable once the service stops */
 	_Atomic bool stop_load, load_done;
 	_Atomic uint64_t offered[NDEPS];
-	_Atomic uint32_t held[NDEPS], busy;
+	_Atomic uint32_t held[NDEPS];
 	_Atomic uint64_t refused_releases;
 };
 
@@ -110,19 +112,26 @@ static bool aq_pop(struct accept_queue *q, struct order *o)
 		*o = q->ring[q->head];
 		q->head = (q->head + 1) % q->cap;
 		q->n--;
+		q->active++;
 	}
 	pthread_mutex_unlock(&q->lock);
 	return ok;
 }
 
-static uint32_t aq_len(struct accept_queue *q)
+/* The worker is done with the order it popped. */
+static void aq_done(struct accept_queue *q)
 {
-	uint32_t n;
-
 	pthread_mutex_lock(&q->lock);
-	n = q->n;
+	q->active--;
 	pthread_mutex_unlock(&q->lock);
-	return n;
+}
+
+static void aq_counts(struct accept_queue *q, uint32_t *queued, uint32_t *active)
+{
+	pthread_mutex_lock(&q->lock);
+	*queued = q->n;
+	*active = q->active;
+	pthread_mutex_unlock(&q->lock);
 }
 
 static void aq_close(struct accept_queue *q)
@@ -250,15 +259,19 @@ static int dep_call(struct worker *w, enum dep d, uint64_t id, uint64_t deadline
  * one is set. */
 static enum outcome guard_enter(struct service *s, enum dep d, uint64_t deadline_ns)
 {
-	uint64_t budget = s->p.queue_wait_ns[d] ? bh_now_ns() + s->p.queue_wait_ns[d] : UINT64_MAX;
-	int r;
+	uint64_t wait = s->p.queue_wait_ns[d], until = deadline_ns;
 
 	if (!s->bh[d])
 		return OUT_OK;
-	r = bh_acquire(s->bh[d], 1, budget < deadline_ns ? budget : deadline_ns);
-	if (r == 0)
-		return OUT_OK;
-	return r == -EBUSY ? OUT_REJECTED : r == -ETIMEDOUT ? OUT_QUEUE_TIMEOUT : OUT_SHUTDOWN;
+	if (wait && bh_now_ns() + wait < until)
+		until = bh_now_ns() + wait;
+	switch (bh_acquire(s->bh[d], 1, until)) {
+	case 0: return OUT_OK;
+	case -EBUSY: return OUT_REJECTED;
+	case -ETIMEDOUT: return OUT_QUEUE_TIMEOUT;
+	case -ESHUTDOWN: return OUT_SHUTDOWN;
+	default: return OUT_CALL_ERROR;
+	}
 }
 
 static void guard_leave(struct service *s, enum dep d)
@@ -318,9 +331,8 @@ static void *worker_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "bhd-worker");
 	while (aq_pop(&s->q, &o)) {
-		atomic_fetch_add_explicit(&s->busy, 1, memory_order_relaxed);
 		record(s, &o, serve(w, &o));
-		atomic_fetch_sub_explicit(&s->busy, 1, memory_order_relaxed);
+		aq_done(&s->q);
 	}
 	for (int d = 0; d < NDEPS; d++)
 		drop_conn(&w->fd[d]);
@@ -339,7 +351,8 @@ static double rng_uniform(uint64_t *x)
 
 static void sleep_until(uint64_t t_ns)
 {
-	struct timespec ts = { .tv_sec = (time_t)(t_ns / BH_SEC), .tv_nsec = (long)(t_ns % BH_SEC) };
+	struct timespec ts = { .tv_sec = (time_t)(t_ns / BH_SEC),
+			       .tv_nsec = (long)(t_ns % BH_SEC) };
 
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
@@ -352,7 +365,7 @@ static void *generator_main(void *arg)
 	struct service *s = arg;
 	const struct demo_config *cfg = s->p.cfg;
 	uint64_t period = sec_to_ns(1.0 / cfg->rate), end = s->p.t0 + sec_to_ns(cfg->duration_s);
-	uint64_t rng = cfg->seed * 2 + 1;
+	uint64_t rng = (uint64_t)cfg->seed * 2 + 1;
 
 	pthread_setname_np(pthread_self(), "bhd-load");
 
@@ -418,14 +431,16 @@ int service_start(const struct service_params *p, struct service **out)
 		return -ENOMEM;
 	s->p = *p;
 	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	s->w = calloc(p->cfg->workers, sizeof(*s->w));
-	if (s->stop_fd < 0 || !s->w) {
-		r = s->stop_fd < 0 ? -errno : -ENOMEM;
-		free(s->w);
-		if (s->stop_fd >= 0)
-			close(s->stop_fd);
+	if (s->stop_fd < 0) {
+		r = -errno;
 		free(s);
 		return r;
+	}
+	s->w = calloc(p->cfg->workers, sizeof(*s->w));
+	if (!s->w) {
+		close(s->stop_fd);
+		free(s);
+		return -ENOMEM;
 	}
 	r = aq_init(&s->q, p->cfg->accept_queue);
 	if (r == 0)
@@ -447,8 +462,12 @@ void service_stop_load(struct service *s)
 
 bool service_idle(struct service *s)
 {
-	return atomic_load_explicit(&s->load_done, memory_order_acquire) && aq_len(&s->q) == 0 &&
-	       atomic_load_explicit(&s->busy, memory_order_relaxed) == 0;
+	uint32_t queued, active;
+
+	if (!atomic_load_explicit(&s->load_done, memory_order_acquire))
+		return false;
+	aq_counts(&s->q, &queued, &active);
+	return queued == 0 && active == 0;
 }
 
 void service_gauges(struct service *s, struct service_gauges *g)
@@ -462,8 +481,7 @@ void service_gauges(struct service *s, struct service_gauges *g)
 			g->has_bh = true;
 		}
 	}
-	g->busy = atomic_load_explicit(&s->busy, memory_order_relaxed);
-	g->accept_queued = aq_len(&s->q);
+	aq_counts(&s->q, &g->accept_queued, &g->busy);
 }
 
 uint64_t service_stop(struct service *s)

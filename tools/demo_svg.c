@@ -86,7 +86,8 @@ static void frame(FILE *f, const struct panel *p, const struct demo_config *cfg)
 	fprintf(f, "<rect x='%d' y='%.1f' width='%d' height='%d' fill='none' stroke='#888'/>\n",
 		LEFT, top, W - LEFT - RIGHT, PANEL_H);
 	for (int s = 0; s <= (int)cfg->duration_s; s += cfg->duration_s > 30 ? 10 : 5)
-		fprintf(f, "<text x='%.1f' y='%.1f' text-anchor='middle' font-size='11'>%ds</text>\n",
+		fprintf(f, "<text x='%.1f' y='%.1f' text-anchor='middle' "
+			   "font-size='11'>%ds</text>\n",
 			x_of(s, cfg), top + PANEL_H + 15, s);
 }
 
@@ -121,7 +122,8 @@ static void legend(FILE *f, const struct demo_config *cfg)
 		   "%g ms to %g s (shaded): does inventory survive?</text>\n",
 		LEFT, cfg->latency_s[DEP_PAY] * 1e3, cfg->fault_latency_s);
 	fprintf(f, "<text x='%d' y='44' font-size='12' fill='#555'>bulkhead-demo: %g orders/s "
-		   "(%.0f%% inventory, %.0f%% payment) over loopback, %u order-service workers</text>\n",
+		   "(%.0f%% inventory, %.0f%% payment) over loopback, "
+		   "%u order-service workers</text>\n",
 		LEFT, cfg->rate, 100 * (1 - cfg->pay_share), 100 * cfg->pay_share, cfg->workers);
 	fprintf(f, "<line x1='%d' y1='64' x2='%d' y2='64' stroke='%s' stroke-width='3'/>"
 		   "<text x='%d' y='68' font-size='12'>without isolation (shared workers)</text>\n",
