@@ -178,6 +178,19 @@ static void y_axis(FILE *f, const struct panel *p)
 	}
 }
 
+/* The most workers payment can hold with isolation: its compartment. */
+static void compartment(FILE *f, const struct panel *p, const struct run_report *with)
+{
+	uint32_t held = with->conc[DEP_PAY] + with->queue[DEP_PAY];
+	double y = y_of(p, held);
+
+	fprintf(f, "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='%s' "
+		   "stroke-dasharray='6,4'/>\n", LEFT, y, W - RIGHT, y, color[1]);
+	fprintf(f, "<text x='%d' y='%.1f' font-size='11' fill='%s'>"
+		   "payment's bulkhead: %u permits + %u queued</text>\n",
+		LEFT + 6, y - 5, color[1], with->conc[DEP_PAY], with->queue[DEP_PAY]);
+}
+
 int svg_write(const char *path, const struct run_report *without, const struct run_report *with,
 	      const struct demo_config *cfg)
 {
@@ -206,6 +219,8 @@ int svg_write(const char *path, const struct run_report *without, const struct r
 		for (int r = 0; r < 2; r++)
 			if (runs[r])
 				series(f, &panels[i], runs[r], r, cfg);
+		if (i == 2 && with)
+			compartment(f, &panels[i], with);
 	}
 	footer(f, without, with);
 	fprintf(f, "</svg>\n");
