@@ -17,6 +17,23 @@ fail() {
 	fails=$((fails + 1))
 }
 
+# Drop __attribute__((...)), whose parentheses would hide the name.
+strip_attributes() {
+	awk '{
+		out = ""; s = $0
+		while ((i = index(s, "__attribute__")) > 0) {
+			out = out substr(s, 1, i - 1); s = substr(s, i + 13)
+			depth = 0; started = 0
+			while (s != "" && !(started && depth == 0)) {
+				c = substr(s, 1, 1); s = substr(s, 2)
+				if (c == "(") { depth++; started = 1 }
+				else if (c == ")") depth--
+			}
+		}
+		print out s
+	}'
+}
+
 # Declarations of BH_API functions: strip comments and preprocessor lines,
 # cut the rest at ; { }, keep the identifier before the first '('.
 exported() {
@@ -41,7 +58,7 @@ exported() {
 		}
 		if (cont || out ~ /^[ \t]*#/) { cont = (out ~ /\\[ \t]*$/); next }
 		printf "%s ", out
-	}' | tr ';{}' '\n\n\n' | grep 'BH_API' |
+	}' | strip_attributes | tr ';{}' '\n\n\n' | grep 'BH_API' |
 		sed -n 's/.*BH_API[^(]*[^A-Za-z0-9_(]\([A-Za-z_][A-Za-z0-9_]*\)[ \t]*(.*/\1/p' | sort -u
 }
 
@@ -122,9 +139,10 @@ check_pages() {
 	done
 }
 
-# A made-up tree: one page missing, one dangling SEE ALSO, a declaration
-# split over lines with a function-pointer parameter, BH_API in a comment
-# and in a multi-line macro (neither is a declaration).
+# A made-up tree: two pages missing (a declaration split over lines with a
+# function-pointer parameter, one with an attribute before its type), one
+# dangling SEE ALSO, and BH_API in a comment and in a multi-line macro
+# (neither is a declaration).
 fixture() {
 	t=$1
 	mkdir -p "$t/include/bulkhead" "$t/docs/man"
@@ -139,6 +157,7 @@ H
 BH_API int
 bh_split_decl(void (*cb)(int),
 	      int n);
+BH_API __attribute__((warn_unused_result)) int bh_attributed(int n);
 H
 	cat >"$t/docs/man/bh_documented.3" <<'P'
 .TH BH_DOCUMENTED 3
@@ -168,8 +187,9 @@ expect_fault() {
 	grep -q "$1" "$tmp/out" || { echo "the check missed: $1"; cat "$tmp/out"; exit 1; }
 }
 expect_fault "bh_split_decl is exported but has no page"
+expect_fault "bh_attributed is exported but has no page"
 expect_fault "SEE ALSO bh_missing(3), but docs/man/bh_missing.3 does not exist"
-for f in bh_not_a_function bh_in_a_comment; do
+for f in bh_not_a_function bh_in_a_comment __attribute__; do
 	! grep -q "$f" "$tmp/out" || { echo "the check took $f for a declaration"; exit 1; }
 done
 
