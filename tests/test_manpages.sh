@@ -1,0 +1,198 @@
+#!/bin/sh
+# The man pages stay complete and linked:
+#   - every exported function (BH_API in include/bulkhead.h or
+#     include/bulkhead/*.h, whatever headers exist) has docs/man/NAME.3;
+#   - every page names itself in .TH and, for functions, has the sections a
+#     reader looks for;
+#   - every page a SEE ALSO names exists, when it is one of ours (bh_*,
+#     bulkhead*); system pages are only looked up when man(1) can;
+#   - every page is installed (listed in dist_man_MANS, passed as BH_MANS);
+#   - groff finds nothing to warn about, when groff is installed.
+# Run by tests/test_manpages, which make generates with BH_MANS set. It
+# first checks a made-up tree with known faults, to prove it can fail.
+fails=0
+
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+# Drop __attribute__((...)), whose parentheses would hide the name.
+strip_attributes() {
+	awk '{
+		out = ""; s = $0
+		while ((i = index(s, "__attribute__")) > 0) {
+			out = out substr(s, 1, i - 1); s = substr(s, i + 13)
+			depth = 0; started = 0
+			while (s != "" && !(started && depth == 0)) {
+				c = substr(s, 1, 1); s = substr(s, 2)
+				if (c == "(") { depth++; started = 1 }
+				else if (c == ")") depth--
+			}
+		}
+		print out s
+	}'
+}
+
+# Declarations of BH_API functions: strip comments and preprocessor lines,
+# cut the rest at ; { }, keep the identifier before the first '('.
+exported() {
+	for h in "$src/include/bulkhead.h" "$src"/include/bulkhead/*.h; do
+		[ -f "$h" ] && cat "$h"
+	done | awk '
+	BEGIN { incomment = 0; cont = 0 }
+	{
+		line = $0; out = ""
+		while (line != "") {
+			if (incomment) {
+				i = index(line, "*/")
+				if (i == 0) { line = ""; break }
+				line = substr(line, i + 2); incomment = 0
+				continue
+			}
+			i = index(line, "/*"); j = index(line, "//")
+			if (j > 0 && (i == 0 || j < i)) { out = out substr(line, 1, j - 1); break }
+			if (i == 0) { out = out line; break }
+			out = out substr(line, 1, i - 1) " "
+			line = substr(line, i + 2); incomment = 1
+		}
+		if (cont || out ~ /^[ \t]*#/) { cont = (out ~ /\\[ \t]*$/); next }
+		printf "%s ", out
+	}' | strip_attributes | tr ';{}' '\n\n\n' | grep 'BH_API' |
+		sed -n 's/.*BH_API[^(]*[^A-Za-z0-9_(]\([A-Za-z_][A-Za-z0-9_]*\)[ \t]*(.*/\1/p' | sort -u
+}
+
+# The text of section $2 of page $1 (.SH to the next .SH).
+section() {
+	awk -v want="$2" '
+	/^\.SH/ { s = $0; sub(/^\.SH[ \t]*/, "", s); gsub(/"/, "", s); on = (s == want); next }
+	on' "$1"
+}
+
+# name(section) references in a piece of roff: drop font escapes, macro
+# names, quotes, and the space .BR puts between a name and its section.
+references() {
+	sed -e 's/\\f[BIRP]//g' -e 's/\\-/-/g' -e 's/^\.[A-Z][A-Z]*[ \t]*//' -e 's/"//g' \
+		-e 's/[ \t]*(\([0-9]\)/(\1/g' |
+		grep -o '[A-Za-z_][A-Za-z0-9_.-]*([0-9][a-z]*)'
+}
+
+ours() {
+	case $1 in bh_* | bulkhead*) return 0 ;; *) return 1 ;; esac
+}
+
+# check_tree SRC: count the faults of the tree at SRC in $fails.
+check_tree() {
+	src=$1
+	man="$src/docs/man"
+	funcs=$(exported)
+	[ -n "$funcs" ] || fail "found no BH_API function in $src/include"
+	for f in $funcs; do
+		[ -f "$man/$f.3" ] || fail "$f is exported but has no page docs/man/$f.3"
+	done
+	check_pages
+}
+
+check_pages() {
+	for page in "$man"/*.[1-9]; do
+		[ -f "$page" ] || continue
+		base=$(basename "$page")
+		name=${base%.*}
+		sec=${base##*.}
+		if head -n 1 "$page" | grep -q '^\.so '; then
+			target=$(head -n 1 "$page" | sed 's/^\.so[ \t]*//')
+			[ -f "$man/$(basename "$target")" ] || fail "$base: .so to missing $target"
+			continue
+		fi
+		th=$(grep -m 1 '^\.TH' "$page" | awk '{ print $2, $3 }' | sed 's/\\-/-/g')
+		upper=$(echo "$name" | tr '[:lower:]' '[:upper:]')
+		[ "$th" = "$upper $sec" ] || fail "$base: .TH says '$th', want '$upper $sec'"
+		required="NAME SYNOPSIS DESCRIPTION SEE_ALSO"
+		[ "$sec" = 3 ] && required="NAME SYNOPSIS DESCRIPTION RETURN_VALUE ERRORS NOTES SEE_ALSO"
+		for s in $required; do
+			grep -q "^\.SH \"*$(echo "$s" | tr _ ' ')\"*\$" "$page" ||
+				fail "$base: no $(echo "$s" | tr _ ' ') section"
+		done
+		if [ "$sec" = 3 ]; then
+			section "$page" SYNOPSIS | grep -q "$name" || fail "$base: SYNOPSIS does not show $name"
+		fi
+		for ref in $(section "$page" "SEE ALSO" | references); do
+			rname=${ref%%(*}
+			rsec=${ref#*(}
+			rsec=${rsec%)}
+			if ours "$rname"; then
+				[ -f "$man/$rname.$rsec" ] || fail "$base: SEE ALSO $ref, but docs/man/$rname.$rsec does not exist"
+			elif command -v man >/dev/null 2>&1 && ! man -w "$rsec" "$rname" >/dev/null 2>&1; then
+				echo "note: $base: SEE ALSO $ref is not installed on this machine"
+			fi
+		done
+		if [ -n "${BH_MANS+set}" ]; then
+			case " $BH_MANS " in
+			*" docs/man/$base "*) ;;
+			*) fail "$base is not in dist_man_MANS: make install would skip it" ;;
+			esac
+		fi
+		if command -v groff >/dev/null 2>&1; then
+			warn=$(groff -man -ww -z "$page" 2>&1)
+			[ -z "$warn" ] || fail "$base: groff: $warn"
+		fi
+	done
+}
+
+# A made-up tree: two pages missing (a declaration split over lines with a
+# function-pointer parameter, one with an attribute before its type), one
+# dangling SEE ALSO, and BH_API in a comment and in a multi-line macro
+# (neither is a declaration).
+fixture() {
+	t=$1
+	mkdir -p "$t/include/bulkhead" "$t/docs/man"
+	cat >"$t/include/bulkhead.h" <<'H'
+#define BH_API __attribute__((visibility("default")))
+#define BH_TWICE(x) \
+	BH_API int bh_not_a_function(x)
+/* BH_API int bh_in_a_comment(void); */
+BH_API int bh_documented(int n);
+H
+	cat >"$t/include/bulkhead/extra.h" <<'H'
+BH_API int
+bh_split_decl(void (*cb)(int),
+	      int n);
+BH_API __attribute__((warn_unused_result)) int bh_attributed(int n);
+H
+	cat >"$t/docs/man/bh_documented.3" <<'P'
+.TH BH_DOCUMENTED 3
+.SH NAME
+bh_documented \- x
+.SH SYNOPSIS
+.BI "int bh_documented(int " n );
+.SH DESCRIPTION
+.SH RETURN VALUE
+.SH ERRORS
+.SH NOTES
+.SH SEE ALSO
+.BR bh_missing (3),
+.BR bh_documented (3)
+P
+}
+
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fixture "$tmp"
+(
+	BH_MANS="docs/man/bh_documented.3"
+	check_tree "$tmp"
+	echo "faults: $fails"
+) >"$tmp/out"
+expect_fault() {
+	grep -q "$1" "$tmp/out" || { echo "the check missed: $1"; cat "$tmp/out"; exit 1; }
+}
+expect_fault "bh_split_decl is exported but has no page"
+expect_fault "bh_attributed is exported but has no page"
+expect_fault "SEE ALSO bh_missing(3), but docs/man/bh_missing.3 does not exist"
+for f in bh_not_a_function bh_in_a_comment __attribute__; do
+	! grep -q "$f" "$tmp/out" || { echo "the check took $f for a declaration"; exit 1; }
+done
+
+check_tree "${top_srcdir:-.}"
+[ "$fails" -eq 0 ] || exit 1
+echo "ok: $(echo "$funcs" | wc -w) exported functions, each with its page; every SEE ALSO resolves"

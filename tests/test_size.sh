@@ -1,0 +1,106 @@
+#!/bin/sh
+# bulkhead-size against the seeds' worked numbers, its own rules, and bad
+# flags (a clear message on stderr, nothing on stdout, exit status 2).
+prog="${top_builddir:-.}/tools/bulkhead-size"
+[ -x "$prog" ] || { echo "no $prog"; exit 99; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+# expect "ARGS" key=value...: run with --kv, compare each key exactly.
+expect() {
+	args=$1
+	shift
+	# shellcheck disable=SC2086
+	if ! "$prog" $args --kv >"$tmp/out" 2>"$tmp/err"; then
+		fail "bulkhead-size $args: exit $?: $(cat "$tmp/err")"
+		return
+	fi
+	for kv in "$@"; do
+		grep -qx "$kv" "$tmp/out" ||
+			fail "bulkhead-size $args: want $kv, got $(grep "^${kv%%=*}=" "$tmp/out")"
+	done
+}
+
+# The seed's inventory pool: 160 QPS x 30 ms x 1.3 = 6.24, rounded up to 7.
+expect "--qps 160 --p99 30ms" concurrency_raw=6.24 max_concurrent=7 \
+	queue_capacity=14 queue_shrunk=0 busy_permits=4.8 checks_failed=0
+# The seed takes 8 permits: queue 16, full queue at 160 QPS = 100 ms, and
+# 16 waiters served by 8 permits turning over every 30 ms = 60 ms.
+expect "--qps 160 --p99 30 --concurrency 8" max_concurrent=8 queue_capacity=16 \
+	queue_over_qps_ms=100 worst_queue_wait_ms=60 timeout_ms=1000
+# The seed's payment pool: 50 QPS x 200 ms x 1.3 = 13 (not 14).
+expect "--qps 50 --p99 0.2s --timeout 2s" concurrency_raw=13 max_concurrent=13 \
+	queue_capacity=26 queue_over_qps_ms=520 worst_queue_wait_ms=400 checks_failed=0
+# ...and its choice of 15 and 30: 30 / 50 = 0.6 s < 2 s.
+expect "--qps 50 --p99 200 -t 2s -c 15" queue_capacity=30 queue_over_qps_ms=600
+# Units: the same load written four ways.
+expect "--qps 50 --p99 200000us -t 2000ms --safety 1.3" max_concurrent=13 mean_ms=200
+# A queue the timeout cannot drain is cut: 2 x 130 = 260 waiters at 1 s
+# each / 130 permits is 2 s; 500 ms fits 65 by that and 50 by QPS.
+expect "--qps 100 --p99 1s --timeout 500ms" max_concurrent=130 queue_rule=260 \
+	queue_capacity=50 queue_shrunk=1 checks_failed=0
+# Given sizes are evaluated, never changed: 5 permits for 10 busy fail two
+# checks (Little's law and capacity at the P99).
+expect "--qps 100 --p99 100ms -c 5 -k 0" max_concurrent=5 queue_capacity=0 checks_failed=2
+# The fault: 13 permits at 5 s complete 2.6 calls/s; 26 waiters would wait 10 s.
+expect "--qps 50 --p99 200ms -t 2s --fault 5s" fault_capacity_qps=2.6 \
+	fault_worst_queue_wait_ms=10000
+# A mean below the P99 is used by the model, not by the rule.
+expect "--qps 160 --p99 30ms --mean 10ms" max_concurrent=7 busy_permits=1.6
+
+# Blocking callers: a queued caller holds a thread, so permits + queue must
+# fit the threads the dependency may hold (the demo's payment compartment).
+expect "--qps 40 --p99 240ms --mean 200ms --timeout 2s --threads 28" max_concurrent=13 \
+	queue_rule=26 queue_capacity=15 queue_shrunk=1 threads_held=28 checks_failed=0
+# Fewer threads than permits: no room for a queue, and the check fails.
+expect "--qps 40 --p99 240ms --threads 10" max_concurrent=13 queue_capacity=0 checks_failed=1
+# Given sizes that overflow the threads are reported, not changed.
+expect "--qps 40 --p99 240ms -c 13 -k 26 --threads 28" queue_capacity=26 threads_held=39 \
+	checks_failed=1
+
+# The human report carries the same numbers.
+"$prog" --qps 160 --p99 30ms >"$tmp/human" 2>&1 || fail "human report: exit $?"
+for s in "6.24" "queue_capacity  14" "87.5 ms <= 1 s" "60 ms <= 1 s" "M/M/c/K"; do
+	grep -qF "$s" "$tmp/human" || fail "human report lacks '$s'"
+done
+grep -q FAIL "$tmp/human" && fail "a default plan fails its own checks"
+
+# Bad flags: exit 2, stdout empty, stderr names the program and the problem.
+bad() {
+	want=$1
+	shift
+	"$prog" "$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 2 ] || fail "bulkhead-size $*: exit $rc, want 2"
+	[ -s "$tmp/out" ] && fail "bulkhead-size $*: wrote to stdout"
+	grep -q "^bulkhead-size: .*$want" "$tmp/err" || fail "bulkhead-size $*: stderr: $(cat "$tmp/err")"
+}
+bad "required"
+bad "required" --qps 100
+bad "--qps" --qps abc --p99 30
+bad "--qps" --qps -5 --p99 30
+bad "--qps" --qps nan --p99 30
+bad "--qps" --qps 0x10 --p99 30
+bad "--p99" --qps 100 --p99 30parsecs
+bad "--p99" --qps 100 --p99 0
+bad "--safety" --qps 100 --p99 30 --safety 0.5
+bad "--concurrency" --qps 100 --p99 30 --concurrency 0
+bad "--concurrency" --qps 100 --p99 30 --concurrency 99999999999
+bad "--queue" --qps 100 --p99 30 --queue -1
+bad "--threads" --qps 100 --p99 30 --threads 0
+bad "--mean" --qps 100 --p99 30 --mean 40
+bad "unknown option" --qps 100 --p99 30 --frobnicate
+bad "needs a value" --qps
+bad "unexpected argument" --qps 100 --p99 30 extra
+bad "permits" --qps 10000000 --p99 60s
+
+"$prog" --help >"$tmp/out" 2>&1 && grep -q '^Usage: ' "$tmp/out" || fail "--help"
+
+[ "$fails" -eq 0 ] || exit 1
+echo "ok: bulkhead-size"

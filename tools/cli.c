@@ -1,0 +1,157 @@
+/* Strict flag parsing: a value is valid only if all of it parses. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char *cli_prog = "bulkhead";
+
+void cli_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", cli_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help' for more information.\n", cli_prog);
+	exit(CLI_EXIT_USAGE);
+}
+
+/* strtod also takes "nan", "inf" and hex; flags want plain finite decimals. */
+static bool parse_prefix(const char *s, double *out, char **end)
+{
+	if (!s || !*s || !strchr("+-.0123456789", *s))
+		return false;
+	errno = 0;
+	*out = strtod(s, end);
+	if (*end == s || errno != 0 || !isfinite(*out))
+		return false;
+	for (const char *p = s; p < *end; p++)
+		if (strchr("xXnNiIpP", *p))
+			return false;
+	return true;
+}
+
+bool cli_parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	if (!parse_prefix(s, &v, &end) || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool cli_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end || errno || v < min || v > max)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+static const struct {
+	const char *name;
+	double seconds;
+} units[] = {
+	{ "ns", 1e-9 }, { "us", 1e-6 }, { "ms", 1e-3 }, { "s", 1.0 }, { "min", 60.0 },
+};
+
+bool cli_parse_duration(const char *s, double default_unit_s, double min_s, double max_s,
+			double *out)
+{
+	char *end;
+	double v, unit = default_unit_s;
+
+	if (!parse_prefix(s, &v, &end))
+		return false;
+	if (*end) {
+		unit = 0;
+		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (strcmp(end, units[i].name) == 0)
+				unit = units[i].seconds;
+		if (unit == 0)
+			return false;
+	}
+	v *= unit;
+	if (v < min_s || v > max_s)
+		return false;
+	*out = v;
+	return true;
+}
+
+double cli_double(const char *flag, const char *s, double min, double max)
+{
+	double v;
+
+	if (!cli_parse_double(s, min, max, &v))
+		cli_usage_error("%s: expected a number from %g to %g, got '%s'", flag, min, max, s);
+	return v;
+}
+
+uint32_t cli_u32(const char *flag, const char *s, uint32_t min, uint32_t max)
+{
+	uint32_t v;
+
+	if (!cli_parse_u32(s, min, max, &v))
+		cli_usage_error("%s: expected a whole number from %u to %u, got '%s'", flag, min,
+				max, s);
+	return v;
+}
+
+double cli_duration(const char *flag, const char *s, double unit_s, double min_s, double max_s)
+{
+	const char *bare = unit_s >= 1 ? "seconds" : "milliseconds";
+	char lo[32], hi[32];
+	double v;
+
+	if (cli_parse_duration(s, unit_s, min_s, max_s, &v))
+		return v;
+	cli_fmt_duration(max_s, hi, sizeof(hi));
+	if (min_s <= 1e-6)
+		cli_usage_error("%s: expected a %sduration up to %s, such as 200ms or 1.5s "
+				"(a bare number is %s), got '%s'",
+				flag, min_s > 0 ? "positive " : "", hi, bare, s);
+	cli_usage_error("%s: expected a duration from %s to %s, such as 200ms or 1.5s "
+			"(a bare number is %s), got '%s'",
+			flag, cli_fmt_duration(min_s, lo, sizeof(lo)), hi, bare, s);
+}
+
+const char *cli_fmt_duration(double s, char *buf, unsigned len)
+{
+	if (s == 0)
+		snprintf(buf, len, "0 ms");
+	else if (s < 1e-3)
+		snprintf(buf, len, "%.3g us", s * 1e6);
+	else if (s < 1.0)
+		snprintf(buf, len, "%.3g ms", s * 1e3);
+	else if (s < 1000.0)
+		snprintf(buf, len, "%.3g s", s);
+	else
+		snprintf(buf, len, "%.0f s", s);
+	return buf;
+}
+
+const char *cli_fmt_percent(double p, char *buf, unsigned len)
+{
+	if (p == 0)
+		snprintf(buf, len, "0%%");
+	else if (p < 1e-6)
+		snprintf(buf, len, "<0.0001%%");
+	else
+		snprintf(buf, len, "%.3g%%", 100 * p);
+	return buf;
+}

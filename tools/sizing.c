@@ -1,0 +1,166 @@
+/* Sizing rules and the M/M/c/K model (see sizing.h and docs/sizing.md). */
+#include <errno.h>
+#include <math.h>
+
+#include "sizing.h"
+
+double bhs_concurrency_raw(double qps, double p99_s, double safety)
+{
+	return qps * p99_s * safety;
+}
+
+uint32_t bhs_round_up(double x)
+{
+	/* 50 x 0.2 x 1.3 is 13.000000000000002 in binary floating point. */
+	double r = ceil(x - fabs(x) * 1e-9);
+
+	if (!(r >= 1.0))
+		return 1;
+	return r >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)r;
+}
+
+uint32_t bhs_queue_rule(uint32_t concurrency)
+{
+	return concurrency > UINT32_MAX / 2 ? UINT32_MAX : 2 * concurrency;
+}
+
+double bhs_worst_queue_wait(uint32_t queue, uint32_t concurrency, double mean_s)
+{
+	return (double)queue / concurrency * mean_s;
+}
+
+double bhs_queue_over_qps(uint32_t queue, double qps)
+{
+	return queue / qps;
+}
+
+uint32_t bhs_queue_fitting(double timeout_s, uint32_t concurrency, double mean_s)
+{
+	double k = floor(timeout_s * concurrency / mean_s + 1e-9);
+
+	return k >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+}
+
+uint32_t bhs_queue_recommend(double qps, double mean_s, double timeout_s, uint32_t c)
+{
+	uint32_t k = bhs_queue_rule(c), fit = bhs_queue_fitting(timeout_s, c, mean_s);
+	double by_qps = floor(timeout_s * qps + 1e-9);
+
+	if (by_qps < fit)
+		fit = by_qps >= UINT32_MAX ? UINT32_MAX : (uint32_t)by_qps;
+	return k < fit ? k : fit;
+}
+
+/* ---- M/M/c/K ------------------------------------------------------------ */
+
+/* log of the unnormalised p_n: a^n / n! up to c, then times rho per waiter.
+ * Logs keep a^n / n! finite for thousands of servers. */
+static double log_term(const struct bhs_model *m, uint32_t n)
+{
+	if (n <= m->c)
+		return n * m->log_a - lgamma(n + 1.0);
+	return m->log_tc + (double)(n - m->c) * m->log_rho;
+}
+
+static double log_sum_terms(const struct bhs_model *m)
+{
+	uint32_t last = m->c + m->k;
+	double top = -INFINITY, sum = 0.0;
+
+	for (uint32_t n = 0; n <= last; n++)
+		top = fmax(top, log_term(m, n));
+	for (uint32_t n = 0; n <= last; n++)
+		sum += exp(log_term(m, n) - top);
+	return top + log(sum);
+}
+
+int bhs_model_init(struct bhs_model *m, double lambda, double mean_s, uint32_t c, uint32_t k)
+{
+	if (!(lambda > 0 && isfinite(lambda)) || !(mean_s > 0 && isfinite(mean_s)) || c == 0 ||
+	    k >= UINT32_MAX - c)
+		return -EINVAL;
+	m->lambda = lambda;
+	m->mu = 1.0 / mean_s;
+	m->c = c;
+	m->k = k;
+	m->log_a = log(lambda * mean_s);
+	m->log_rho = m->log_a - log((double)c);
+	m->log_tc = c * m->log_a - lgamma(c + 1.0);
+	m->log_norm = log_sum_terms(m);
+	return 0;
+}
+
+double bhs_model_pn(const struct bhs_model *m, uint32_t n)
+{
+	if (n > m->c + m->k)
+		return 0.0;
+	return exp(log_term(m, n) - m->log_norm);
+}
+
+void bhs_model_solve(const struct bhs_model *m, struct bhs_result *out)
+{
+	uint32_t last = m->c + m->k;
+	double in_flight = 0, queued = 0, wait = 0;
+
+	for (uint32_t n = 0; n <= last; n++) {
+		double p = bhs_model_pn(m, n);
+
+		in_flight += p * (n < m->c ? n : m->c);
+		if (n > m->c)
+			queued += p * (n - m->c);
+		if (n >= m->c && n < last)
+			wait += p;
+	}
+	out->p_reject = bhs_model_pn(m, last);
+	out->p_wait = wait;
+	out->throughput = m->lambda * (1.0 - out->p_reject);
+	out->mean_in_flight = in_flight;
+	out->mean_queued = queued;
+	/* Little's law on the queue alone: Lq = throughput x Wq. */
+	out->mean_wait_s = out->throughput > 0 ? queued / out->throughput : 0.0;
+	out->utilisation = in_flight / m->c;
+}
+
+/* log P(Poisson(x) = j); the caller sums the terms into a CDF. */
+static double poisson_log_pmf(uint32_t j, double x)
+{
+	return -x + j * log(x) - lgamma(j + 1.0);
+}
+
+double bhs_model_wait_tail(const struct bhs_model *m, double t_s)
+{
+	double x = m->c * m->mu * (t_s > 0 ? t_s : 0);
+	double admitted = 1.0 - bhs_model_pn(m, m->c + m->k);
+	double cdf = 0.0, tail = 0.0;
+
+	if (admitted <= 0)
+		return 0.0;
+	for (uint32_t j = 0; j < m->k; j++) {
+		/* Found c + j calls: waits for j + 1 departures at rate c x mu;
+		 * still waiting at t iff fewer than j + 1 happened by then. */
+		double p = bhs_model_pn(m, m->c + j);
+
+		cdf = x > 0 ? cdf + exp(poisson_log_pmf(j, x)) : 1.0;
+		tail += p * fmin(cdf, 1.0);
+	}
+	return tail / admitted;
+}
+
+double bhs_model_wait_quantile(const struct bhs_model *m, double q)
+{
+	double target = 1.0 - q, lo = 0.0, hi = (m->k + 1.0) / (m->c * m->mu);
+
+	if (bhs_model_wait_tail(m, 0.0) <= target)
+		return 0.0;
+	for (int i = 0; i < 200 && bhs_model_wait_tail(m, hi) > target; i++)
+		hi *= 2;
+	for (int i = 0; i < 100 && hi - lo > hi * 1e-9; i++) {
+		double mid = (lo + hi) / 2;
+
+		if (bhs_model_wait_tail(m, mid) > target)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return hi;
+}
