@@ -101,7 +101,9 @@ struct bh_hist {
 
 /* A snapshot. limit, in_flight and queued are read at one instant (one load
  * of the state word); counters and histograms are read right after, each
- * exact and monotonic. The struct may grow; the fields here stay. */
+ * exact and monotonic. The fields here stay; once a version is released, the
+ * struct grows only together with a new symbol version of bh_stats, so a
+ * program built against an older header keeps getting the old layout. */
 struct bh_stats {
 	uint64_t limit, in_flight, queued;
 	uint64_t acquired;      /* successful acquires (calls, not permits) */
@@ -133,7 +135,7 @@ BH_API int bh_try_acquire(bulkhead_t *bh, uint32_t n);
 BH_API int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns);
 
 /* Give back n permits. -EOVERFLOW (and nothing changes) when that would
- * return more permits than are held; -EINVAL when n == 0. */
+ * return more permits than are held; -EINVAL when n == 0 or > BH_LIMIT_MAX. */
 BH_API int bh_release(bulkhead_t *bh, uint32_t n);
 
 /* Fail every queued waiter and every later acquire with -ESHUTDOWN; releases

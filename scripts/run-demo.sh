@@ -1,8 +1,9 @@
 #!/bin/sh
-# The main job: install what is missing, build, run the benchmark that
-# compares libbulkhead with glibc sem_t and mutex+condvar semaphores.
+# The main job: install what is missing, build, and run the containment
+# demo (seed 002's payment slowdown, without and with bulkheads).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/install-deps.sh"
 "$top/scripts/build.sh" build
-exec "$top/build/bench/bench_core" "$@"
+cd "$top/build"
+exec ./tools/bulkhead-demo "$@"
