@@ -1053,6 +1053,28 @@ static _Atomic bool wd_stop;
 static _Atomic uint64_t wd_stopping_ns;
 static pthread_t wd_thread;
 
+/* Leaked permits: taken in the word, held by no caller, none granted and
+ * on its way to a caller, and yet waiters queue. A holder is out of the
+ * callers' count only between the core's return and its own increment, a
+ * few instructions; the bound makes a stall of every holder that long the
+ * only false alarm. Under the core lock and slock. */
+static void watch_leak(struct st_bh *sb, uint64_t w, unsigned queued, uint64_t now)
+{
+	int64_t taken = (int64_t)w_limit(w) - w_avail(w);
+
+	if (!queued || (w & W_CLOSED) || taken <= 0 || sb->granted ||
+	    atomic_load_explicit(&sb->inflight, memory_order_relaxed) != 0) {
+		sb->leak_since = 0;
+		return;
+	}
+	if (!sb->leak_since)
+		sb->leak_since = now;
+	else if (now - sb->leak_since > st.watchdog_ns)
+		st_fail("[%s] leak: %" PRId64 " permits taken but no caller holds any, for %.0f ms, "
+			"while %u wait", sb->label, taken, (double)(now - sb->leak_since) / 1e6,
+			queued);
+}
+
 /* Under the core lock, so no half-done operation is visible: the queue
  * matches the word, no permit was created, and a head that could take
  * free permits does so within the bound. */
@@ -1100,6 +1122,7 @@ static void watch_one(struct st_bh *sb)
 			st_fail("[%s] lost wakeup: ticket %" PRIu64 " (n=%u) was granted %.0f ms ago "
 				"and its owner has not returned", sb->label, e->ticket, e->n,
 				(double)(now - e->granted_ns) / 1e6);
+	watch_leak(sb, w, m, now);
 	shadow_unlock(sb);
 	if (!ticket || ticket != sb->stuck_ticket) {
 		sb->stuck_ticket = ticket;

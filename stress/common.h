@@ -160,7 +160,7 @@ struct st_bh {
 	uint64_t wake_max_ns; /* grant to the owner's return, under slock */
 
 	/* Watchdog state (watchdog thread only). */
-	uint64_t stuck_ticket, stuck_since;
+	uint64_t stuck_ticket, stuck_since, leak_since;
 };
 
 /* Create a checked bulkhead: ops wrapped with observers (and faults when
