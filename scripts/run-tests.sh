@@ -1,13 +1,14 @@
 #!/bin/sh
 # The whole suite: install what is missing, then build and test three ways,
 # each with `make check` and then the stress suite (`make stress`: every
-# program in STRESS_PROGS for BH_STRESS_SECONDS, default 3, each):
+# program in STRESS_PROGS for BH_STRESS_SECONDS each, 10 here):
 #   build/       gcc -Werror
 #   build-tsan/  clang -fsanitize=thread
 #   build-asan/  gcc -fsanitize=address,undefined
 # Exits non-zero on the first failure.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
+export BH_STRESS_SECONDS="${BH_STRESS_SECONDS:-10}"
 "$top/scripts/install-deps.sh"
 
 check() {
@@ -46,7 +47,7 @@ installed() {
 # The stress suite in a build that `check` made; one summary line per program.
 stress() {
 	dir=$1
-	echo "== $dir: stress (BH_STRESS_SECONDS=${BH_STRESS_SECONDS:-3} per program)"
+	echo "== $dir: stress (BH_STRESS_SECONDS=$BH_STRESS_SECONDS per program)"
 	if ! make -C "$top/$dir" stress >"$top/$dir/stress.out" 2>&1; then
 		tail -n 80 "$top/$dir/stress.out"
 		echo "== $dir: stress FAILED"
