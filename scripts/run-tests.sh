@@ -1,11 +1,14 @@
 #!/bin/sh
-# The whole suite: install what is missing, then build and test three ways:
-#   build/       gcc -Werror, cmocka tests (make check)
-#   build-tsan/  clang -fsanitize=thread, the same tests
-#   build-asan/  gcc -fsanitize=address,undefined, the same tests
+# The whole suite: install what is missing, then build and test three ways,
+# each with `make check` and then the stress suite (`make stress`: every
+# program in STRESS_PROGS for BH_STRESS_SECONDS each, 10 here):
+#   build/       gcc -Werror
+#   build-tsan/  clang -fsanitize=thread
+#   build-asan/  gcc -fsanitize=address,undefined
 # Exits non-zero on the first failure.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
+export BH_STRESS_SECONDS="${BH_STRESS_SECONDS:-10}"
 "$top/scripts/install-deps.sh"
 
 check() {
@@ -41,8 +44,23 @@ installed() {
 	unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 }
 
+# The stress suite in a build that `check` made; one summary line per program.
+stress() {
+	dir=$1
+	echo "== $dir: stress (BH_STRESS_SECONDS=$BH_STRESS_SECONDS per program)"
+	if ! make -C "$top/$dir" stress >"$top/$dir/stress.out" 2>&1; then
+		tail -n 80 "$top/$dir/stress.out"
+		echo "== $dir: stress FAILED"
+		exit 1
+	fi
+	grep -E ': PASS |^stress: ' "$top/$dir/stress.out"
+}
+
 check build
 installed
+stress build
 check build-tsan CC=clang --enable-sanitizer=thread
+stress build-tsan
 check build-asan --enable-sanitizer=address,undefined
+stress build-asan
 echo "== all passed"

@@ -1,0 +1,128 @@
+#!/bin/sh
+# Proof that the stress suite catches bugs: apply each purpose-made defect
+# (stress/mutants/*.patch, against src/bulkhead.c) to a scratch copy of the
+# tree, rebuild, run every scenario, and report which caught it and how fast.
+# Not run by CI: a few minutes per mutant on a small machine.
+#
+#   stress/mutants/run.sh [-s SECONDS] [-o TABLE.md] [NAME...]
+#
+# SECONDS is each scenario's budget (default 5). A patch whose header has a
+# "Build: tsan" line is run in a ThreadSanitizer build (its defect is a
+# memory-ordering one that x86 hardware hides). The unpatched tree runs first
+# as a control and must pass everywhere. Cells read "1.2s <what failed>",
+# "hang" (killed), or "-" (survived: not caught). The scratch copy lives in
+# $TMPDIR and is removed at the end unless BH_MUTANT_KEEP=1.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+secs=5
+out=
+while getopts s:o: opt; do
+	case $opt in
+	s) secs=$OPTARG ;;
+	o) out=$OPTARG ;;
+	*) echo "usage: $0 [-s SECONDS] [-o TABLE.md] [NAME...]" >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+scenarios="stress_mixed stress_churn stress_hostile stress_deadline"
+
+if [ $# -gt 0 ]; then
+	mutants=$*
+else
+	mutants=$(cd "$here" && ls *.patch | sed 's/\.patch$//')
+fi
+
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/bh-mutants.XXXXXX")
+[ "${BH_MUTANT_KEEP:-0}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
+tree=$scratch/tree
+mkdir -p "$tree"
+(cd "$top" && git ls-files -co --exclude-standard | tar cf - -T -) | (cd "$tree" && tar xf -)
+cp "$tree/src/bulkhead.c" "$scratch/bulkhead.c.orig"
+(cd "$tree" && ./autogen.sh) >"$scratch/autogen.log" 2>&1 || {
+	echo "autogen failed, see $scratch/autogen.log"; exit 1; }
+
+# configure_build KIND: a build dir per kind, configured once.
+configure_build() {
+	dir=$scratch/$1
+	[ -f "$dir/Makefile" ] && return 0
+	mkdir -p "$dir"
+	case $1 in
+	normal) set -- ;;
+	tsan) set -- --enable-sanitizer=thread CC=clang ;;
+	esac
+	(cd "$dir" && "$tree/configure" "$@") >"$dir/configure.log" 2>&1 || {
+		echo "configure ($dir) failed, see $dir/configure.log"; exit 1; }
+}
+
+progs() {
+	for s in $scenarios; do printf 'stress/%s ' "$s"; done
+}
+
+# run_one KIND SCENARIO: prints one cell.
+run_one() {
+	dir=$scratch/$1
+	log=$dir/$2.mutant.log
+	start=$(date +%s.%N)
+	(cd "$dir" && BH_STRESS_SECONDS=$secs BH_STRESS_QUIESCE_S=10 \
+		TSAN_OPTIONS="halt_on_error=1" timeout -k 5 $((secs + 60)) "./stress/$2") \
+		>"$log" 2>&1
+	rc=$?
+	took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+	if [ $rc -eq 0 ]; then
+		echo "-"
+	elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		echo "hang"
+	elif grep -q ': FAIL after' "$log"; then
+		sed -n 's/^[a-z_]*: FAIL after \([0-9.]*\) s ([^)]*): \(.*\)/\1s \2/p' "$log" |
+			head -n 1 | sed 's/\[[^]]*\] //' | cut -c1-60
+	elif grep -q 'ThreadSanitizer' "$log"; then
+		printf '%.1fs TSan: %s\n' "$took" \
+			"$(grep -m1 -o 'WARNING: ThreadSanitizer: [a-z -]*' "$log" | cut -c27-)"
+	else
+		printf '%.1fs exit %d\n' "$took" "$rc"
+	fi
+}
+
+row() {
+	printf '| %s | %s |' "$1" "$2"
+	for s in $scenarios; do
+		printf ' %s |' "$(run_one "$2" "$s")"
+	done
+	echo
+}
+
+header="| mutant | build |"
+rule="| --- | --- |"
+for s in $scenarios; do
+	header="$header ${s#stress_} |"
+	rule="$rule --- |"
+done
+{
+	echo "BH_STRESS_SECONDS=$secs per scenario, $(nproc) CPUs, $(date -u +%Y-%m-%d)"
+	echo
+	echo "$header"
+	echo "$rule"
+} | tee ${out:+"$out"}
+
+for m in control $mutants; do
+	kind=normal
+	if [ "$m" != control ]; then
+		patch=$here/$m.patch
+		[ -f "$patch" ] || { echo "no such mutant: $m" >&2; continue; }
+		grep -q '^Build: tsan' "$patch" && kind=tsan
+	fi
+	configure_build "$kind"
+	cp "$scratch/bulkhead.c.orig" "$tree/src/bulkhead.c"
+	touch "$tree/src/bulkhead.c"
+	if [ "$m" != control ] && ! (cd "$tree" && patch -s -p1 <"$patch"); then
+		echo "| $m | $kind | does not apply to this src/bulkhead.c |" | tee -a ${out:+"$out"}
+		continue
+	fi
+	if ! make -C "$scratch/$kind" -j"$(nproc)" $(progs) >"$scratch/$kind/make.log" 2>&1; then
+		echo "| $m | $kind | does not build |" | tee -a ${out:+"$out"}
+		continue
+	fi
+	row "$m" "$kind" | tee -a ${out:+"$out"}
+done
+cp "$scratch/bulkhead.c.orig" "$tree/src/bulkhead.c"
