@@ -135,6 +135,23 @@ static void set_name(struct bulkhead *bh, const char *name)
 		snprintf(bh->name, sizeof(bh->name), "bulkhead-%llu", (unsigned long long)bh->id);
 }
 
+static struct bulkhead *alloc_bulkhead(size_t size, bool hold)
+{
+	int saved = errno; /* the library never sets errno, even on ENOMEM */
+	struct bulkhead *bh =
+		aligned_alloc(BH_CACHELINE, (size + BH_CACHELINE - 1) & ~(size_t)(BH_CACHELINE - 1));
+
+	if (bh) {
+		memset(bh, 0, size);
+		if (hold && !(bh->hold = calloc(BHI_HOLD_SHARDS, sizeof(*bh->hold)))) {
+			free(bh);
+			bh = NULL;
+		}
+	}
+	errno = saved;
+	return bh;
+}
+
 int bh_create(const struct bh_config *cfg, bulkhead_t **out)
 {
 	struct bulkhead *bh;
@@ -146,17 +163,9 @@ int bh_create(const struct bh_config *cfg, bulkhead_t **out)
 		return -EINVAL;
 	if ((r = check_config(cfg)) < 0)
 		return r;
-	bh = aligned_alloc(BH_CACHELINE, (size + BH_CACHELINE - 1) & ~(size_t)(BH_CACHELINE - 1));
+	bh = alloc_bulkhead(size, cfg->flags & BH_TRACK_HOLD);
 	if (!bh)
 		return -ENOMEM;
-	memset(bh, 0, size);
-	if (cfg->flags & BH_TRACK_HOLD) {
-		bh->hold = calloc(BHI_HOLD_SHARDS, sizeof(*bh->hold));
-		if (!bh->hold) {
-			free(bh);
-			return -ENOMEM;
-		}
-	}
 	if (pthread_mutex_init(&bh->lock, NULL) != 0) {
 		free(bh->hold);
 		free(bh);

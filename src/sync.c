@@ -2,6 +2,7 @@
  * deadlines. errno is saved and restored: the library never sets it. */
 #include <errno.h>
 #include <linux/futex.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -23,15 +24,40 @@ static uint64_t futex_now(void *ctx)
 	return bh_now_ns();
 }
 
+static bool cancel_enabled(void)
+{
+	int state;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
+	pthread_setcancelstate(state, NULL);
+	return state == PTHREAD_CANCEL_ENABLE;
+}
+
+/* A pthread_cancel that saw our asynchronous window may still have its
+ * signal in flight when the window closes. Left alone it would land later,
+ * anywhere — even inside a glibc call made with cancellation disabled, whose
+ * handler then acts on the type alone. glibc's own cancellable calls wait for
+ * such a signal on the way out of their window; pthread_setcanceltype does
+ * not. So borrow one: close(-1) runs that wait, and any cancellation it
+ * leaves pending is acted on right here, inside bh_acquire, where the
+ * caller's cleanup handler gives back whatever was granted. */
+static void settle_cancel(void)
+{
+	close(-1);
+	pthread_testcancel();
+}
+
 /* Deferred cancellation cannot interrupt a raw futex wait, so, as glibc does
  * around its own cancellable syscalls, the wait alone runs with asynchronous
- * cancellation. Nothing is locked or half-updated inside that window; the
- * caller's cleanup handler unlinks the waiter. */
+ * cancellation (only when cancellation is enabled at all). Nothing is locked
+ * or half-updated inside that window; the caller's cleanup handler unlinks
+ * the waiter. */
 static int futex_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect,
 		      uint64_t deadline_ns)
 {
 	struct timespec ts, *tp = NULL;
-	int saved = errno, oldtype, r;
+	int saved = errno, oldtype = PTHREAD_CANCEL_ASYNCHRONOUS, r;
+	bool cancellable = cancel_enabled();
 	long rc;
 
 	(void)ctx;
@@ -40,11 +66,15 @@ static int futex_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect,
 		ts.tv_nsec = (long)(deadline_ns % BH_SEC);
 		tp = &ts;
 	}
-	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &oldtype);
+	if (cancellable)
+		pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &oldtype);
 	rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
 		     expect, tp, NULL, FUTEX_BITSET_MATCH_ANY);
 	r = rc < 0 ? -errno : 0;
-	pthread_setcanceltype(oldtype, NULL);
+	if (oldtype == PTHREAD_CANCEL_DEFERRED) {
+		pthread_setcanceltype(oldtype, NULL);
+		settle_cancel();
+	}
 	errno = saved;
 	return r;
 }
