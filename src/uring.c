@@ -40,6 +40,7 @@ enum ud_tag {
 #define CHUNK 64    /* CQEs per reap batch */
 
 struct rel_batch {
+	unsigned used;
 	bulkhead_t *bh[REL_SLOTS];
 	uint32_t n[REL_SLOTS];
 };
@@ -158,34 +159,34 @@ int bh_uring_destroy(bh_uring_t *t)
 
 static void rel_flush(struct rel_batch *rb)
 {
-	for (int i = 0; i < REL_SLOTS && rb->bh[i]; i++) {
+	for (unsigned i = 0; i < rb->used; i++)
 		bh_release(rb->bh[i], rb->n[i]);
-		rb->bh[i] = NULL;
-	}
+	rb->used = 0;
 }
 
 /* Give back n permits of bh, now (rb NULL) or with the rest of the batch. */
-static void give_back(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
+static inline void give_back(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
 {
+	unsigned i;
+
 	if (!rb) {
 		bh_release(bh, n);
 		return;
 	}
-	for (int i = 0;; i++) {
-		if (i == REL_SLOTS) {
-			rel_flush(rb);
-			i = 0;
-		}
+	if (BH_LIKELY(rb->used && rb->bh[rb->used - 1] == bh)) {
+		rb->n[rb->used - 1] += n;
+		return;
+	}
+	for (i = 0; i < rb->used; i++) {
 		if (rb->bh[i] == bh) {
 			rb->n[i] += n;
 			return;
 		}
-		if (!rb->bh[i]) {
-			rb->bh[i] = bh;
-			rb->n[i] = n;
-			return;
-		}
 	}
+	if (rb->used == REL_SLOTS)
+		rel_flush(rb);
+	rb->bh[rb->used] = bh;
+	rb->n[rb->used++] = n;
 }
 
 /* ---- taking SQEs ----------------------------------------------------- */
@@ -195,25 +196,25 @@ static bool op_usable(const struct bh_uring_op *op)
 	return ud_encodable(op) && (op->state == OP_IDLE || op->state == OP_HELD);
 }
 
-/* Bind permits and nr fresh SQEs to op; the SQ has room (checked). */
-static void arm(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n, unsigned nr,
-		struct io_uring_sqe **sqes)
+/* Bind permits and the nr SQEs from the ring's tail on to op. The SQ has
+ * room (checked); the caller moves sqe_tail past them. */
+static inline void arm(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
+		       unsigned nr, unsigned idx, struct io_uring_sqe **sqes)
 {
 	uint64_t ud = ud_make(op, TAG_OP);
 
 	op->t = t;
 	op->bh = bh;
 	op->n = n;
+	op->sqe_idx = idx;
 	op->nr = (uint16_t)nr;
 	op->cqes_left = (uint16_t)nr;
-	op->flags = 0;
 	op->state = OP_ARMED;
-	op->sqe_idx = t->ring->sq.sqe_tail;
+	op->flags = 0;
 	for (unsigned i = 0; i < nr; i++) {
-		sqes[i] = io_uring_get_sqe(t->ring);
+		sqes[i] = sqe_at(t, idx + i);
 		sqes[i]->user_data = ud; /* tracked from now on, even if submitted early */
 	}
-	t->ops++;
 }
 
 int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
@@ -236,7 +237,9 @@ int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uin
 			t->st.rejected++;
 		return r;
 	}
-	arm(t, op, bh, n, nr, sqes);
+	arm(t, op, bh, n, nr, t->ring->sq.sqe_tail, sqes);
+	t->ring->sq.sqe_tail += nr;
+	t->ops++;
 	return 0;
 }
 
@@ -260,14 +263,11 @@ static int take_many(bulkhead_t *bh, uint32_t n, unsigned count)
 int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh,
 		       uint32_t n, struct io_uring_sqe **sqes)
 {
-	unsigned space;
+	unsigned space, idx, armed = 0;
 	int got;
 
 	if (!t || !ops || !bh || !sqes || count == 0)
 		return -EINVAL;
-	for (unsigned i = 0; i < count; i++)
-		if (!ops[i] || !ud_encodable(ops[i]) || ops[i]->state != OP_IDLE)
-			return -EINVAL;
 	if (t->closing)
 		return -ESHUTDOWN;
 	space = io_uring_sq_space_left(t->ring);
@@ -282,9 +282,19 @@ int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, 
 		return got;
 	}
 	t->st.rejected += count - (unsigned)got;
-	for (int i = 0; i < got; i++)
-		arm(t, ops[i], bh, n, 1, &sqes[i]);
-	return got;
+	idx = t->ring->sq.sqe_tail;
+	for (; armed < (unsigned)got; armed++) {
+		struct bh_uring_op *op = ops[armed];
+
+		if (BH_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
+			break; /* the batch ends before a record in use */
+		arm(t, op, bh, n, 1, idx + armed, &sqes[armed]);
+	}
+	if (armed < (unsigned)got)
+		bh_release(bh, n * ((unsigned)got - armed));
+	t->ring->sq.sqe_tail = idx + armed;
+	t->ops += armed;
+	return armed ? (int)armed : -EINVAL;
 }
 
 /* ---- tracking -------------------------------------------------------- */
@@ -375,12 +385,10 @@ static int refuse(bh_uring_t *t, struct bh_uring_op *op)
 	return -EINVAL;
 }
 
-int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
+static BH_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 {
 	bool deadline = deadline_ns != BH_FOREVER;
 
-	if (!t || !op || op->t != t || op->state != OP_ARMED)
-		return -EINVAL;
 	if (!sqe_pending(t, op->sqe_idx)) {
 		/* Submitted before it was sealed: its user_data still tracks
 		 * it, but nothing can be checked or linked any more. */
@@ -397,6 +405,77 @@ int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 	op->state = OP_INFLIGHT;
 	t->st.started++;
 	return 0;
+}
+
+/* The common case in a few loads: one SQE, no deadline, still pending,
+ * user_data intact, no CQE_SKIP_SUCCESS, not linked into from before. */
+static inline bool track_fast(bh_uring_t *t, struct bh_uring_op *op)
+{
+	const struct io_uring_sq *sq = &t->ring->sq;
+	unsigned idx = op->sqe_idx;
+	const struct io_uring_sqe *sqe = sqe_at(t, idx);
+
+	if (idx - sq->sqe_head >= sq->sqe_tail - sq->sqe_head)
+		return false;
+	if (sqe->user_data != ud_make(op, TAG_OP) || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
+		return false;
+	return idx == sq->sqe_head ||
+	       !(sqe_at(t, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+}
+
+int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
+{
+	if (BH_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
+		return -EINVAL;
+	if (BH_LIKELY(op->nr == 1 && deadline_ns == BH_FOREVER && track_fast(t, op))) {
+		op->state = OP_INFLIGHT;
+		t->st.started++;
+		return 0;
+	}
+	return track_slow(t, op, deadline_ns);
+}
+
+/* track_fast for many ops, with the ring's fields read once: the slow path
+ * (never a deadline here) takes no SQE, so they stay valid. */
+int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count)
+{
+	const struct io_uring_sq *sq;
+	const struct io_uring_sqe *sqes;
+	unsigned mask, shift, head, pending, fast = 0;
+	int r = 0;
+
+	if (!t || !ops)
+		return -EINVAL;
+	sq = &t->ring->sq;
+	sqes = sq->sqes;
+	mask = sq->ring_mask;
+	shift = t->sqe_shift;
+	head = sq->sqe_head;
+	pending = sq->sqe_tail - head;
+	for (unsigned i = 0; i < count; i++) {
+		struct bh_uring_op *op = ops[i];
+		unsigned idx;
+		const struct io_uring_sqe *sqe;
+
+		if (BH_UNLIKELY(!op || op->t != t || op->state != OP_ARMED)) {
+			r = -EINVAL;
+			continue;
+		}
+		idx = op->sqe_idx;
+		sqe = &sqes[(idx & mask) << shift];
+		if (BH_LIKELY(op->nr == 1 && idx - head < pending &&
+			      sqe->user_data == ud_make(op, TAG_OP) &&
+			      !(sqe->flags & IOSQE_CQE_SKIP_SUCCESS) &&
+			      (idx == head || !(sqes[((idx - 1) & mask) << shift].flags &
+						(IOSQE_IO_LINK | IOSQE_IO_HARDLINK))))) {
+			op->state = OP_INFLIGHT;
+			fast++;
+		} else if (track_slow(t, op, BH_FOREVER) < 0) {
+			r = -EINVAL;
+		}
+	}
+	t->st.started += fast;
+	return r;
 }
 
 /* ---- grants from other threads --------------------------------------- */
@@ -620,24 +699,28 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 
 /* ---- completions ----------------------------------------------------- */
 
-static int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op *op,
-		  struct rel_batch *rb)
+static BH_COLD int stray(bh_uring_t *t)
 {
-	if (op->t != t || (op->state != OP_INFLIGHT && op->state != OP_ARMED)) {
-		t->st.strays++;
-		return -EINVAL;
-	}
-	if ((cqe->flags & IORING_CQE_F_MORE) || --op->cqes_left)
+	t->st.strays++;
+	return -EINVAL;
+}
+
+/* A tracked op's CQE: MORE, or DONE at the final CQE of its last chain
+ * member, when its permits go to rb (or back at once). The caller counts. */
+static inline int op_cqe(bh_uring_t *t, uint32_t cflags, struct bh_uring_op *op,
+			 struct rel_batch *rb)
+{
+	if (BH_UNLIKELY(op->t != t || op->state < OP_ARMED))
+		return stray(t);
+	if ((cflags & IORING_CQE_F_MORE) || --op->cqes_left)
 		return BH_URING_MORE;
 	/* The final CQE: the kernel is done with the op. */
 	op->state = OP_IDLE;
-	t->ops--;
-	t->st.finished++;
 	give_back(rb, op->bh, op->n);
 	return BH_URING_DONE;
 }
 
-static int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, enum ud_tag tag)
+static BH_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, enum ud_tag tag)
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		t->helpers--;
@@ -647,19 +730,19 @@ static int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, enum ud_tag
 }
 
 /* Classify one CQE and update the books; releases go to rb (or out now). */
-static int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **opp,
-		    struct rel_batch *rb)
+static inline int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **opp,
+			   struct rel_batch *rb)
 {
 	uint64_t ud = cqe->user_data;
-	enum ud_tag tag = (enum ud_tag)(ud & UD_TAG_MASK);
 
-	*opp = NULL;
-	if ((ud & ~((1ull << 56) - 1)) != UD_MAGIC)
-		return BH_URING_FOREIGN;
-	if (tag != TAG_OP)
-		return helper_cqe(t, cqe, tag);
+	if (BH_UNLIKELY((ud & ~UD_PTR_MASK) != UD_MAGIC)) { /* not a tracked op */
+		*opp = NULL;
+		if ((ud >> 56) != BH_URING_UD_TAG)
+			return BH_URING_FOREIGN;
+		return helper_cqe(t, cqe, (enum ud_tag)(ud & UD_TAG_MASK));
+	}
 	*opp = ud_ptr(ud);
-	return op_cqe(t, cqe, *opp, rb);
+	return op_cqe(t, cqe->flags, *opp, rb);
 }
 
 static inline bool is_wake(const struct io_uring_cqe *cqe)
@@ -675,6 +758,10 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 	if (!t || !cqe)
 		return -EINVAL;
 	kind = classify(t, cqe, op ? op : &dummy, NULL);
+	if (kind == BH_URING_DONE) {
+		t->ops--;
+		t->st.finished++;
+	}
 	if (is_wake(cqe) || t->ready_head)
 		deliver(t);
 	return kind;
@@ -685,33 +772,38 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
  * advance the CQ. Returns how many CQEs it consumed. */
 static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 {
-	struct io_uring_cqe *cqe;
+	struct io_uring *ring = t->ring;
+	struct io_uring_cq *cq = &ring->cq;
+	struct io_uring_cqe *cqes = cq->cqes;
+	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(ring);
+	/* acquire: the CQEs are written before the kernel moves the tail */
+	unsigned head = *cq->khead, n = io_uring_smp_load_acquire(cq->ktail) - head;
 	struct bh_uring_op *ops[CHUNK];
-	signed char kinds[CHUNK];
+	int kinds[CHUNK]; /* not char: char stores alias everything */
 	struct rel_batch rb;
+	unsigned done = 0;
 	bool woken = false;
-	unsigned head, i = 0, n;
 
-	memset(&rb, 0, sizeof(rb));
-	io_uring_for_each_cqe(t->ring, head, cqe) {
-		kinds[i] = (signed char)classify(t, cqe, &ops[i], &rb);
-		woken |= is_wake(cqe);
-		if (++i == CHUNK)
-			break;
+	if (n == 0)
+		return 0;
+	if (n > CHUNK)
+		n = CHUNK;
+	rb.used = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const struct io_uring_cqe *cqe = &cqes[((head + i) & mask) << shift];
+		int kind = classify(t, cqe, &ops[i], &rb);
+
+		kinds[i] = kind;
+		done += kind == BH_URING_DONE;
+		woken |= kind == BH_URING_HELPER && is_wake(cqe);
 	}
 	rel_flush(&rb);
-	n = i;
-	i = 0;
-	if (fn) {
-		io_uring_for_each_cqe(t->ring, head, cqe) {
-			if (i == n)
-				break;
-			if (kinds[i] != BH_URING_HELPER && kinds[i] >= 0)
-				fn(ctx, cqe, kinds[i], ops[i]);
-			i++;
-		}
-	}
-	io_uring_cq_advance(t->ring, n);
+	t->ops -= done;
+	t->st.finished += done;
+	for (unsigned i = 0; fn && i < n; i++)
+		if (kinds[i] != BH_URING_HELPER && kinds[i] >= 0)
+			fn(ctx, &cqes[((head + i) & mask) << shift], kinds[i], ops[i]);
+	io_uring_cq_advance(ring, n);
 	if (woken || t->ready_head)
 		deliver(t);
 	return n;

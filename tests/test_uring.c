@@ -775,18 +775,36 @@ static void test_batch_and_reap_coalesce(void **state)
 	for (int i = 0; i < N; i++)
 		po[i] = &ops[i];
 	assert_int_equal(bh_uring_get_batch(f->t, po, N, f->bh, 1, sqes), N);
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < N; i++)
 		io_uring_prep_nop(sqes[i]);
-		assert_int_equal(bh_uring_track(f->t, &ops[i], BH_FOREVER), 0);
-	}
+	assert_int_equal(bh_uring_track_batch(f->t, po, N), 0);
 	assert_int_equal(in_flight(f->bh), N);
 	assert_int_equal(stats_of(f->bh).acquired, 1);
+	assert_int_equal(tstats(f->t).started, N);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 1), -EINVAL); /* already tracked */
 	assert_int_equal(io_uring_submit_and_wait(&f->ring, N), N);
 	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), N);
 	assert_int_equal(ty.done, N);
 	assert_int_equal(ty.in_flight_at_done, 0); /* back before the callbacks */
 	assert_int_equal(in_flight(f->bh), 0);
 	assert_int_equal(stats_of(f->bh).released, 1);
+	for (int i = 0; i < N; i++)
+		assert_false(bh_uring_op_busy(&ops[i]));
+
+	/* one bad op in a batch is refused alone */
+	assert_int_equal(bh_uring_get_batch(f->t, po, 3, f->bh, 1, sqes), 3);
+	for (int i = 0; i < 3; i++)
+		io_uring_prep_nop(sqes[i]);
+	sqes[1]->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -EINVAL);
+	assert_true(bh_uring_op_busy(&ops[0]) && bh_uring_op_busy(&ops[2]));
+	assert_false(bh_uring_op_busy(&ops[1]));
+	assert_int_equal(in_flight(f->bh), 2);
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 3), 3);
+	memset(&ty, 0, sizeof(ty));
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 3);
+	assert_int_equal(ty.done, 2); /* the NOP that replaced ops[1] is a helper */
+	assert_int_equal(in_flight(f->bh), 0);
 
 	/* a batch larger than the free permits gets what fits */
 	bulkhead_t *small = make_bh(10, 0, 0);

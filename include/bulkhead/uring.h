@@ -88,9 +88,8 @@ struct bh_uring_op {
 	uint32_t sqe_idx;   /* the ring's sqe_tail when its first SQE was taken */
 	uint16_t nr;        /* SQEs in its chain */
 	uint16_t cqes_left; /* chain members whose final CQE is still due */
-	uint8_t state;
-	uint8_t flags;
-	uint16_t pad_;
+	uint16_t state;     /* not a char: stores to it must not alias the ring */
+	uint16_t flags;
 	int32_t result; /* the grant's result, written by the granting thread */
 	struct bh_uring_op *next, *prev, *gnext;
 	bh_uring_grant_fn *fn;
@@ -177,6 +176,18 @@ BH_API int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned 
  * a link flag or another SQE was taken after it while a deadline was asked
  * for, or the op was not waiting to be tracked). */
 BH_API int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns);
+
+/* bh_uring_track(t, ops[i], BH_FOREVER) for count ops, in one call: the
+ * partner of bh_uring_get_batch. 0, or -EINVAL when any op was refused
+ * (those are idle, their SQEs NOPs; the others are tracked). */
+BH_API int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count);
+
+/* Whether op is in use (waiting, holding permits or in flight): an idle op
+ * may be reused or freed. */
+static inline bool bh_uring_op_busy(const struct bh_uring_op *op)
+{
+	return op->state != 0;
+}
 
 /* Hand the tracker one CQE (from any loop over the CQ; advance it yourself
  * afterwards). Returns its enum bh_uring_kind, and the op for MORE and DONE
