@@ -114,25 +114,18 @@ static struct io_uring_sqe *helper_sqe(bh_uring_t *t, const void *p, enum ud_tag
 int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out)
 {
 	bh_uring_t *t;
-	int saved = errno, efd;
+	int saved = errno;
 
 	if (!ring || !out || flags)
 		return -EINVAL;
-	t = aligned_alloc(BH_CACHELINE, sizeof(*t));
+	t = aligned_alloc(BH_CACHELINE, sizeof(*t)); /* a multiple of its alignment */
+	errno = saved;
 	if (!t)
 		return -ENOMEM;
 	memset(t, 0, sizeof(*t));
-	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (efd < 0) {
-		int r = -errno;
-
-		errno = saved;
-		free(t);
-		return r;
-	}
 	t->ring = ring;
 	t->sqe_shift = (ring->flags & IORING_SETUP_SQE128) ? 1 : 0;
-	t->efd = efd;
+	t->efd = -1; /* made by the first wait that queues */
 	atomic_init(&t->granted, NULL);
 	atomic_init(&t->granting, 0);
 	*out = t;
@@ -150,7 +143,8 @@ int bh_uring_destroy(bh_uring_t *t)
 	 * op was delivered; acquire pairs with its release decrement. */
 	while (atomic_load_explicit(&t->granting, memory_order_acquire))
 		bhi_cpu_relax();
-	close(t->efd);
+	if (t->efd >= 0)
+		close(t->efd);
 	free(t);
 	return 0;
 }
@@ -630,19 +624,40 @@ static void withdraw(bh_uring_t *t, struct bh_uring_op *op)
 	op->state = OP_IDLE;
 }
 
-/* The multishot poll on the eventfd that turns a grant into a CQE. */
+/* The multishot poll on the eventfd that turns a grant into a CQE. The
+ * eventfd is made on first use: trackers that never wait need none. */
 static int arm_wake(bh_uring_t *t)
 {
 	struct io_uring_sqe *sqe;
 
 	if (t->wake_armed)
 		return 0;
+	if (t->efd < 0) {
+		int saved = errno;
+
+		t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (t->efd < 0) {
+			int r = -errno;
+
+			errno = saved;
+			return r;
+		}
+	}
 	sqe = helper_sqe(t, t, TAG_WAKE);
 	if (!sqe)
 		return -EAGAIN;
 	io_uring_prep_poll_multishot(sqe, t->efd, POLLIN);
 	t->wake_armed = true;
 	return 0;
+}
+
+/* A poll that ended (cancelled, or CQ overflow) is armed again while ops
+ * wait. A grant made while none is armed is not lost: its write stays in
+ * the counter, and a poll armed on a readable eventfd fires at once. */
+static void rearm_wake(bh_uring_t *t)
+{
+	if (!t->wake_armed && t->waiting && !t->closing)
+		arm_wake(t); /* SQ full: the next reap or complete retries */
 }
 
 static void on_wake(bh_uring_t *t, const struct io_uring_cqe *cqe)
@@ -656,11 +671,8 @@ static void on_wake(bh_uring_t *t, const struct io_uring_cqe *cqe)
 	}
 	errno = saved;
 	if (!(cqe->flags & IORING_CQE_F_MORE)) {
-		t->wake_armed = false; /* ended (cancel, CQ overflow): re-arm */
-		if (t->waiting && !t->closing)
-			arm_wake(t); /* if the SQ is full, the next wait retries;
-				      * the counter stays set, so the new poll
-				      * fires at once for grants made meanwhile */
+		t->wake_armed = false;
+		rearm_wake(t);
 	}
 }
 
@@ -764,6 +776,7 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 	}
 	if (is_wake(cqe) || t->ready_head)
 		deliver(t);
+	rearm_wake(t);
 	return kind;
 }
 
@@ -835,8 +848,7 @@ int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 		if (!io_uring_cq_has_overflow(t->ring) || (r = flush_overflow(t)) < 0)
 			break;
 	}
-	if (!t->wake_armed && t->waiting && !t->closing)
-		arm_wake(t);
+	rearm_wake(t);
 	t->reaping = false;
 	return total || r == 0 ? (int)total : r;
 }

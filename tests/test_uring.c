@@ -1204,6 +1204,38 @@ static void test_grants_delivered_oldest_first(void **state)
 	fix_free(f);
 }
 
+/* The wake-up poll ends (here: cancelled by the caller's own cancel-all; in
+ * life: CQ overflow). The tracker arms a new one, and a grant made before
+ * the new one reaches the kernel is still told: the eventfd stays readable
+ * and a poll armed on it fires at once. */
+static void test_wake_poll_rearmed(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe;
+	struct tally ty = { 0 };
+
+	(void)state;
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	submit(f, 1);
+	sqe = io_uring_get_sqe(&f->ring);
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	sqe->user_data = 9;
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 2); /* the poll's end + ours */
+	assert_int_equal(ty.foreign, 1);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1); /* a new poll, not yet submitted */
+	assert_int_equal(tstats(f->t).helpers, 1);
+	assert_int_equal(bh_release(f->bh, 1), 0); /* grant while no poll is armed */
+	reap_grants(f, 1);
+	assert_ptr_equal(grant_order[0], &op);
+	assert_int_equal(grant_results[0], 0);
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	fix_free(f);
+}
+
 /* ---- cross-thread wake-up of a single-issuer ring ------------------------ */
 
 struct owner_ctx {
@@ -1311,6 +1343,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_racing_grant),
 		cmocka_unit_test(test_wait_free_permits_and_results),
 		cmocka_unit_test(test_grants_delivered_oldest_first),
+		cmocka_unit_test(test_wake_poll_rearmed),
 		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
 	};
 	struct io_uring probe;
