@@ -1236,6 +1236,74 @@ static void test_wake_poll_rearmed(void **state)
 	fix_free(f);
 }
 
+/* Two rings on two threads, one bulkhead: the permit an op of ring A holds
+ * goes, when the kernel finishes that op and A reaps it, to an op waiting on
+ * ring B, whose owner is woken through its ring. */
+struct ring_a {
+	bulkhead_t *bh;
+	int pipe[2];
+	_Atomic int phase; /* 1: A holds the permit; 2: go */
+	uint64_t in_flight_seen;
+};
+
+static void *ring_a_main(void *arg)
+{
+	struct ring_a *a = arg;
+	struct io_uring ring;
+	bh_uring_t *t;
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe;
+	char b;
+
+	T_CHECK(io_uring_queue_init(8, &ring, 0) == 0);
+	T_CHECK(bh_uring_create(&ring, 0, &t) == 0);
+	T_CHECK(bh_uring_get_sqe(t, &op, a->bh, 1, &sqe) == 0);
+	io_uring_prep_read(sqe, a->pipe[0], &b, 1, 0);
+	T_CHECK(bh_uring_track(t, &op, BH_FOREVER) == 0);
+	T_CHECK(io_uring_submit(&ring) == 1);
+	atomic_store(&a->phase, 1);
+	while (atomic_load(&a->phase) != 2)
+		sched_yield();
+	T_CHECK(write(a->pipe[1], "x", 1) == 1);
+	T_CHECK(io_uring_submit_and_wait(&ring, 1) >= 0);
+	T_CHECK(bh_uring_reap(t, NULL, NULL) == 1); /* the release: grants B */
+	T_CHECK(!bh_uring_op_busy(&op));
+	T_CHECK(bh_uring_drain(t, BH_FOREVER, NULL, NULL) == 0);
+	T_CHECK(bh_uring_destroy(t) == 0);
+	io_uring_queue_exit(&ring);
+	return NULL;
+}
+
+static void test_two_rings_share_bulkhead(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, BH_FAIR);
+	struct ring_a a = { .bh = f->bh };
+	struct bh_uring_op op = { 0 };
+	pthread_t th;
+
+	(void)state;
+	grants_reset();
+	make_pipe(a.pipe);
+	assert_int_equal(pthread_create(&th, NULL, ring_a_main, &a), 0);
+	while (atomic_load(&a.phase) != 1 && !atomic_load(&thread_failed_line))
+		sched_yield();
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	submit(f, 1);
+	atomic_store(&a.phase, 2);
+	reap_grants(f, 1); /* blocks in ring B until A's reap grants us */
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&thread_failed_line), 0);
+	assert_ptr_equal(grant_order[0], &op);
+	assert_int_equal(in_flight(f->bh), 1); /* now ours */
+	track_nop(f, &op);
+	submit(f, 1);
+	assert_int_equal(feed_next(f, NULL), BH_URING_DONE);
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(a.pipe);
+	fix_free(f);
+}
+
 /* ---- cross-thread wake-up of a single-issuer ring ------------------------ */
 
 struct owner_ctx {
@@ -1344,6 +1412,7 @@ int main(void)
 		cmocka_unit_test(test_wait_free_permits_and_results),
 		cmocka_unit_test(test_grants_delivered_oldest_first),
 		cmocka_unit_test(test_wake_poll_rearmed),
+		cmocka_unit_test(test_two_rings_share_bulkhead),
 		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
 	};
 	struct io_uring probe;
