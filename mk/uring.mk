@@ -8,12 +8,15 @@ URING_MANS = \
 	docs/man/bh_uring_get_sqe.3 \
 	docs/man/bh_uring_get_batch.3 \
 	docs/man/bh_uring_track.3 \
+	docs/man/bh_uring_track_batch.3 \
 	docs/man/bh_uring_complete.3 \
 	docs/man/bh_uring_reap.3 \
 	docs/man/bh_uring_cancel.3 \
 	docs/man/bh_uring_wait.3 \
 	docs/man/bh_uring_drain.3 \
-	docs/man/bh_uring_stats.3
+	docs/man/bh_uring_stats.3 \
+	docs/man/bh_uring_owns.3 \
+	docs/man/bh_uring_op_busy.3
 
 if HAVE_LIBURING
 bhinclude_HEADERS += include/bulkhead/uring.h

@@ -1,55 +1,60 @@
 /*
  * libbulkhead for io_uring: a permit follows the operation, not the caller.
  *
- * A permit taken for an io_uring operation is given back when the kernel
- * posts that operation's final CQE - the first CQE for it without
- * IORING_CQE_F_MORE - and nowhere else: not when the caller stops waiting,
- * not when a cancel or a linked timeout reports, not at the first CQE of a
- * multishot or zero-copy operation. So a bulkhead's in_flight is exactly the
- * number of tracked operations the kernel has not finished, and a slow
- * dependency cannot be hidden by callers that gave up on it.
+ * A permit taken for an io_uring operation goes back when the kernel posts
+ * that operation's final CQE - the first CQE for it without IORING_CQE_F_MORE
+ * - and nowhere else: not when the caller stops waiting, not when a cancel or
+ * a linked timeout reports, not at the first CQE of a multishot or zero-copy
+ * operation. So a bulkhead's in_flight is exactly the number of tracked
+ * operations the kernel has not finished, and callers that gave up on a slow
+ * dependency cannot hide it.
  *
- * One tracker (bh_uring_t) per ring, used only by the thread that owns the
- * ring. An operation is an intrusive record (struct bh_uring_op) that the
- * caller embeds in its own request; nothing is allocated per operation.
+ * One tracker (bh_uring_t) per ring, used by the thread that owns the ring.
+ * An operation is an intrusive record (struct bh_uring_op) embedded in the
+ * caller's request; nothing is allocated per operation.
  *
- *   struct req { struct bh_uring_op op; char buf[512]; };
+ *   struct req { struct bh_uring_op op; char buf[512]; };   // zeroed
  *
  *   struct io_uring_sqe *sqe;
- *   int r = bh_uring_get_sqe(t, &req->op, db_bh, 1, &sqe);
- *   if (r == -EBUSY)                 // full: nothing taken, no SQE used
- *           return shed(req);
+ *   int r = bh_uring_get_sqe(t, &req->op, db, 1, &sqe);
+ *   if (r < 0)                       // -EBUSY: full; nothing taken, no SQE used
+ *           return shed(req, r);
  *   io_uring_prep_recv(sqe, fd, req->buf, sizeof(req->buf), 0);
  *   req->op.data = req;
- *   bh_uring_track(t, &req->op, bh_now_ns() + 80 * BH_MSEC); // kernel deadline
+ *   bh_uring_track(t, &req->op, deadline_ns);  // the kernel ends it by then
  *   io_uring_submit(ring);
  *   ...
- *   bh_uring_reap(t, on_cqe, loop);  // every CQE; permits back at final CQEs
+ *   bh_uring_reap(t, on_cqe, loop);  // all CQEs; permits back at final CQEs
  *
  * The tracker owns every CQE whose user_data has BH_URING_UD_TAG in its top
- * byte (bh_uring_owns()): the operations' own CQEs and those of its helper
- * SQEs (kernel cancels, linked timeouts, the wake-up poll), which never
- * release anything. Give your own SQEs any other user_data.
+ * byte (bh_uring_owns): its operations' and its helper SQEs' (kernel cancels,
+ * linked timeouts, the wake-up poll), which never release anything. Give
+ * your own SQEs any other user_data, and hand every CQE to the tracker
+ * (bh_uring_reap, or bh_uring_complete from your own loop).
  *
- * Never blocking the loop: bh_uring_wait() queues an operation for permits
- * in the bulkhead's FIFO, the same queue and fairness as blocking waiters.
- * The permit may be released on any thread; the grant is pushed onto a
- * lock-free list and an eventfd that the ring polls is written, so the
- * owner wakes up with a CQE and runs the operation's grant callback on its
- * own thread, where it may submit. Nothing but the owner ever submits, so
+ * Never blocking the loop: bh_uring_wait queues an operation for permits in
+ * the bulkhead's FIFO - the same queue and fairness as blocking waiters.
+ * When a permit is released on any thread, the grant is pushed onto a
+ * lock-free list and an eventfd that the ring polls is written; the owner
+ * wakes with a CQE and runs the operation's grant callback on its own
+ * thread, where it may submit. Only the owner ever submits, so
  * IORING_SETUP_SINGLE_ISSUER and DEFER_TASKRUN rings work.
  *
- * Rules the kernel imposes (docs/uring.md has the evidence):
+ * Rules the kernel imposes (docs/uring.md has the details):
  *  - IOSQE_CQE_SKIP_SUCCESS would hide the final CQE: bh_uring_track refuses
- *    it on the operation and on any SQE linked into it (-EINVAL).
- *  - A linked chain of SQEs (bh_uring_get_sqes) is one operation with one set
- *    of permits, given back at the chain's last final CQE.
- *  - Shutdown: io_uring_queue_exit() with operations in flight loses their
- *    CQEs; bh_uring_drain() cancels everything and reaps until nothing of
- *    the tracker's is in flight, flushing CQ overflow as it goes.
+ *    it on the operation and on any pending SQE linked into it (-EINVAL).
+ *  - A linked chain of SQEs (bh_uring_get_sqes) is one operation holding one
+ *    set of permits, given back at its last member's final CQE.
+ *  - io_uring_queue_exit with operations in flight loses their CQEs:
+ *    bh_uring_drain cancels everything and reaps until nothing of the
+ *    tracker's is in flight, flushing CQ overflow as it goes.
  *
- * Every function returns 0 (or a count) or a negative errno; none blocks,
- * except bh_uring_drain, which waits for the kernel. See bh_uring(3).
+ * Cost: bh_uring_get_batch, bh_uring_track_batch and bh_uring_reap update a
+ * bulkhead once per batch, not once per operation.
+ *
+ * Every function returns 0 (or a count) or a negative errno, never sets
+ * errno and never blocks, except bh_uring_drain, which waits for the kernel.
+ * Trackers are not thread-safe: one owner thread each. See bh_uring_track(3).
  */
 #ifndef BULKHEAD_URING_H
 #define BULKHEAD_URING_H
@@ -70,14 +75,14 @@ struct bh_uring_op;
 
 /* Runs on the ring owner's thread, from bh_uring_reap or bh_uring_complete,
  * once for each bh_uring_wait that returned 1 (unless bh_uring_cancel took
- * it back): 0 (the op holds its permits: get its SQE), -ESHUTDOWN (the
- * bulkhead closed), -EINVAL (the limit shrank below n) or -ECANCELED
+ * the op back): 0 (the op holds its permits: take its SQE), -ESHUTDOWN (the
+ * bulkhead closed), -EINVAL (its limit shrank below n) or -ECANCELED
  * (bh_uring_drain). No lock is held; it may call the tracker. */
 typedef void bh_uring_grant_fn(struct bh_uring_op *op, int result);
 
-/* The per-operation record. Zero it before first use (an all-zero record is
- * idle); it is idle again once its final CQE was handed to the tracker or a
- * cancel said so, and may then be reused or freed. */
+/* The per-operation record. Zero it before first use: an all-zero record is
+ * idle. It is idle again once its final CQE was handed to the tracker (or a
+ * cancel or refusal said so), and may then be reused or freed. */
 struct bh_uring_op {
 	void *data; /* the caller's; the library never touches it */
 
@@ -90,7 +95,7 @@ struct bh_uring_op {
 	uint16_t cqes_left; /* chain members whose final CQE is still due */
 	uint16_t state;     /* not a char: stores to it must not alias the ring */
 	uint16_t flags;
-	int32_t result; /* the grant's result, written by the granting thread */
+	int32_t result;     /* the grant's result, written by the granting thread */
 	struct bh_uring_op *next, *prev, *gnext;
 	bh_uring_grant_fn *fn;
 	union {
@@ -102,7 +107,7 @@ struct bh_uring_op {
 /* What a CQE was, for the tracker. */
 enum bh_uring_kind {
 	BH_URING_FOREIGN = 0, /* not the tracker's: yours to handle */
-	BH_URING_MORE = 1,    /* a tracked op's CQE, more to come; permits still held */
+	BH_URING_MORE = 1,    /* a tracked op's CQE, more to come: permits still held */
 	BH_URING_DONE = 2,    /* a tracked op's final CQE: permits given back, op idle */
 	BH_URING_HELPER = 3,  /* the tracker's own helper CQE: nothing to do */
 };
@@ -116,16 +121,16 @@ typedef void bh_uring_cqe_fn(void *ctx, struct io_uring_cqe *cqe, int kind,
 #define BH_URING_CHAIN_MAX 64 /* most SQEs one op may chain */
 
 struct bh_uring_stats {
-	uint64_t in_flight; /* ops holding permits, final CQE not yet seen */
-	uint64_t held;      /* ops granted permits, SQE not yet taken */
+	uint64_t in_flight; /* ops holding permits and SQEs, final CQE not yet seen */
+	uint64_t held;      /* ops holding granted permits, SQE not yet taken */
 	uint64_t waiting;   /* ops queued in a bulkhead (or granted, not yet told) */
 	uint64_t helpers;   /* helper SQEs whose last CQE is not yet seen */
-	uint64_t started;   /* ops tracked (bh_uring_track succeeded) */
+	uint64_t started;   /* ops tracked */
 	uint64_t finished;  /* final CQEs seen */
 	uint64_t rejected;  /* ops refused permits (-EBUSY) */
 	uint64_t refused;   /* ops bh_uring_track refused (-EINVAL) */
-	uint64_t cancels;   /* cancel SQEs prepared for ops */
-	uint64_t strays;    /* CQEs tagged as the tracker's but for no op it tracks */
+	uint64_t cancels;   /* kernel cancels prepared for ops */
+	uint64_t strays;    /* CQEs tagged as the tracker's, for no op it tracks */
 };
 
 /* Whether a CQE belongs to the tracker (its ops or its helpers). */
@@ -134,20 +139,25 @@ static inline bool bh_uring_owns(const struct io_uring_cqe *cqe)
 	return (cqe->user_data >> 56) == BH_URING_UD_TAG;
 }
 
-/* A tracker for ring, on the calling thread (the ring's owner). flags: 0.
- * 0, -EINVAL, -ENOMEM, or -EMFILE/-ENFILE (no fd for its eventfd). */
+/* Whether op is in use (waiting, holding permits or in flight). */
+static inline bool bh_uring_op_busy(const struct bh_uring_op *op)
+{
+	return op->state != 0;
+}
+
+/* A tracker for ring. flags: 0. 0, -EINVAL or -ENOMEM. */
 BH_API int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out);
 
-/* Free a tracker. -EBUSY (and nothing is freed) while anything it tracks
- * may still produce a CQE or a grant: bh_uring_drain first. NULL: 0. */
+/* Free a tracker. -EBUSY (nothing freed) while anything it tracks may still
+ * post a CQE or be granted: bh_uring_drain first. NULL: 0. */
 BH_API int bh_uring_destroy(bh_uring_t *t);
 
-/* Take n permits of bh for op, without blocking, and nr consecutive SQEs
- * for it: a chain, linked by bh_uring_track. Leaves one more SQE free for a
- * linked timeout. If op holds permits from a grant, those are used (bh and
- * n must match). Prepare the SQEs (their user_data is the tracker's: do not
- * change it), then call bh_uring_track before taking another SQE.
- * 0; -EBUSY (no permits: no SQE used, nothing held); -EAGAIN (fewer than
+/* Take n permits of bh for op without blocking, and nr consecutive SQEs
+ * for it (a chain, linked by bh_uring_track). Leaves one more SQE free, for
+ * a linked timeout. An op holding permits from a grant uses those (bh and n
+ * must match). Prepare the SQEs - not their user_data, which is the
+ * tracker's - then call bh_uring_track before taking another SQE.
+ * 0; -EBUSY (no permits: no SQE used, nothing taken); -EAGAIN (fewer than
  * nr + 1 SQEs free: nothing taken); -ESHUTDOWN; -EINVAL. */
 BH_API int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh,
 			     uint32_t n, unsigned nr, struct io_uring_sqe **sqes);
@@ -158,56 +168,52 @@ static inline int bh_uring_get_sqe(bh_uring_t *t, struct bh_uring_op *op, bulkhe
 	return bh_uring_get_sqes(t, op, bh, n, 1, sqe);
 }
 
-/* Up to count ops of one SQE each, n permits each, all from one atomic
- * update of bh when they all fit (else as many as fit, one by one). Returns
- * how many ops got their SQE (sqes[i] for ops[i]), or -EBUSY, -EAGAIN,
- * -ESHUTDOWN, -EINVAL when none did. */
+/* Up to count idle ops, one SQE each, n permits each: one update of bh when
+ * all fit, else as many as fit. Stops before an op in use. Returns how many
+ * ops got their SQE (sqes[i] for ops[i]), or -EBUSY, -EAGAIN, -ESHUTDOWN,
+ * -EINVAL when none did. */
 BH_API int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count,
 			      bulkhead_t *bh, uint32_t n, struct io_uring_sqe **sqes);
 
 /* Seal op's prepared SQEs: refuse IOSQE_CQE_SKIP_SUCCESS, link the chain,
- * and unless deadline_ns is BH_FOREVER, append an IORING_OP_LINK_TIMEOUT
- * that ends the op at deadline_ns (absolute CLOCK_MONOTONIC, bh_now_ns) -
- * the real work's own deadline, shorter than the caller's. From now on the
- * permits are given back only at the op's final CQE.
- * 0, or -EINVAL: the op's SQEs became NOPs that the tracker reaps, its
- * permits are given back, and it is idle (the SQEs or an SQE linked into
- * them had CQE_SKIP_SUCCESS, their user_data was changed, the last one had
- * a link flag or another SQE was taken after it while a deadline was asked
- * for, or the op was not waiting to be tracked). */
+ * and unless deadline_ns is BH_FOREVER append an IORING_OP_LINK_TIMEOUT that
+ * ends the op's last SQE at deadline_ns (absolute, CLOCK_MONOTONIC as
+ * bh_now_ns) - the real work's own deadline, shorter than the caller's.
+ * From here on the permits go back only at the op's final CQE.
+ * 0, or -EINVAL: the op is idle again, its permits back, its SQEs turned
+ * into NOPs that the tracker reaps (CQE_SKIP_SUCCESS on them or on a pending
+ * SQE linked into them, their user_data changed, a link flag on the last or
+ * another SQE taken after it while a deadline was asked for), or nothing
+ * changed (op not waiting to be tracked). Submitted before sealing: -EINVAL,
+ * but still tracked by its CQEs. */
 BH_API int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns);
 
-/* bh_uring_track(t, ops[i], BH_FOREVER) for count ops, in one call: the
- * partner of bh_uring_get_batch. 0, or -EINVAL when any op was refused
- * (those are idle, their SQEs NOPs; the others are tracked). */
+/* bh_uring_track(t, ops[i], BH_FOREVER) for count ops, in one call (the
+ * partner of bh_uring_get_batch). 0, or -EINVAL when any op was refused
+ * (those are idle, the others tracked). */
 BH_API int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count);
 
-/* Whether op is in use (waiting, holding permits or in flight): an idle op
- * may be reused or freed. */
-static inline bool bh_uring_op_busy(const struct bh_uring_op *op)
-{
-	return op->state != 0;
-}
-
-/* Hand the tracker one CQE (from any loop over the CQ; advance it yourself
- * afterwards). Returns its enum bh_uring_kind, and the op for MORE and DONE
- * in *op. On DONE the permits are back before it returns. */
+/* Hand the tracker one CQE, from your own loop over the CQ (advance it
+ * yourself). Returns its enum bh_uring_kind and, for MORE and DONE, the op
+ * in *op (op may be NULL). On DONE the permits are back before it returns.
+ * Runs due grant callbacks. -EINVAL for a stray CQE (see strays). */
 BH_API int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe,
 			     struct bh_uring_op **op);
 
-/* Handle every CQE the ring has ready, flushing CQ overflow (io_uring_get_events
- * while io_uring_cq_has_overflow), and advance the CQ. fn (may be NULL) sees
- * every CQE except helpers, after the permits of the ops finished with it are
- * back: each batch gives them back with one update per bulkhead. Grant
- * callbacks run here too. Returns the number of CQEs consumed, or a negative
- * errno from io_uring_get_events. Not reentrant: fn must not call it. */
+/* Handle the CQEs the ring has ready, bringing back CQ overflow
+ * (io_uring_get_events while io_uring_cq_has_overflow), and advance the CQ:
+ * at most 16 times the CQ's size per call. In batches of up to 64 CQEs: the
+ * permits of the ops a batch finishes go back (one update per bulkhead),
+ * then fn (may be NULL) sees each CQE of the batch but the helpers', then
+ * due grant callbacks run. Returns the number of CQEs consumed, or a
+ * negative errno from io_uring_get_events. fn must not call it again. */
 BH_API int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx);
 
 /* Give up on op, whatever it is doing:
  *  - in flight: prepare an IORING_OP_ASYNC_CANCEL for it (submit it). The
  *    permits stay held until the op's own final CQE, whatever the cancel
  *    reports. -EALREADY if already asked; -EAGAIN if no SQE is free.
- *  - SQEs taken but not submitted: they become NOPs; permits given back.
+ *  - SQEs taken, not yet submitted: they become NOPs; permits given back.
  *  - waiting for permits: it leaves the queue and its grant callback will
  *    not run; if a grant raced the cancel, those permits are given back.
  *  - holding granted permits: they are given back.
@@ -215,9 +221,10 @@ BH_API int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx);
 BH_API int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op);
 
 /* Queue op for n permits of bh without blocking, in the bulkhead's FIFO.
- * 0: the permits were free and op holds them now (fn is not called); 1:
- * queued, fn runs later on this thread; -EBUSY (queue full), -ESHUTDOWN,
- * -EINVAL, -EAGAIN (no SQE free to arm the tracker's wake-up poll). */
+ * 0: the permits were free, op holds them now (fn is not called); 1: queued,
+ * fn runs later on this thread; -EBUSY (queue full), -ESHUTDOWN, -EINVAL,
+ * -EAGAIN (no SQE free for the tracker's wake-up poll), -EMFILE/-ENFILE (no
+ * fd for its eventfd, made on the first wait). */
 BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
 			 bh_uring_grant_fn *fn);
 
@@ -225,9 +232,10 @@ BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, 
  * ops are withdrawn (their grant callbacks get -ECANCELED); everything in
  * flight on the ring is cancelled (IORING_ASYNC_CANCEL_ANY: your own SQEs
  * too); then CQEs are reaped, through fn, until none of the tracker's ops
- * or helpers is in flight, or until deadline_ns (BH_FOREVER: no limit).
- * Then io_uring_queue_exit is safe. 0, -ETIMEDOUT (still in flight), or a
- * negative errno from the ring. Call it on the owner thread. */
+ * and helpers is in flight, or deadline_ns passes (BH_FOREVER: no limit).
+ * Then io_uring_queue_exit is safe. Ops holding granted permits keep them
+ * (bh_uring_cancel gives them back). 0, -ETIMEDOUT (still in flight), or a
+ * negative errno from the ring. On the owner thread, not from fn. */
 BH_API int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, void *ctx);
 
 /* The tracker's counts (owner thread). */
