@@ -430,12 +430,15 @@ int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 }
 
 /* track_fast for many ops, with the ring's fields read once: the slow path
- * (never a deadline here) takes no SQE, so they stay valid. */
+ * (never a deadline here) takes no SQE, so they stay valid. An op right
+ * after one just sealed (a bh_uring_get_batch) needs no look at the SQE
+ * before it: that one has no CQE_SKIP_SUCCESS, and neither has anything
+ * linked into it. */
 int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count)
 {
 	const struct io_uring_sq *sq;
 	const struct io_uring_sqe *sqes;
-	unsigned mask, shift, head, pending, fast = 0;
+	unsigned mask, shift, head, pending, sealed, fast = 0;
 	int r = 0;
 
 	if (!t || !ops)
@@ -446,6 +449,7 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 	shift = t->sqe_shift;
 	head = sq->sqe_head;
 	pending = sq->sqe_tail - head;
+	sealed = head - 1; /* no SQE: the one before head is not pending */
 	for (unsigned i = 0; i < count; i++) {
 		struct bh_uring_op *op = ops[i];
 		unsigned idx;
@@ -460,9 +464,11 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 		if (BH_LIKELY(op->nr == 1 && idx - head < pending &&
 			      sqe->user_data == ud_make(op, TAG_OP) &&
 			      !(sqe->flags & IOSQE_CQE_SKIP_SUCCESS) &&
-			      (idx == head || !(sqes[((idx - 1) & mask) << shift].flags &
-						(IOSQE_IO_LINK | IOSQE_IO_HARDLINK))))) {
+			      (idx == head || idx - 1 == sealed ||
+			       !(sqes[((idx - 1) & mask) << shift].flags &
+				 (IOSQE_IO_LINK | IOSQE_IO_HARDLINK))))) {
 			op->state = OP_INFLIGHT;
+			sealed = idx;
 			fast++;
 		} else if (track_slow(t, op, BH_FOREVER) < 0) {
 			r = -EINVAL;
@@ -791,8 +797,11 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(ring);
 	/* acquire: the CQEs are written before the kernel moves the tail */
 	unsigned head = *cq->khead, n = io_uring_smp_load_acquire(cq->ktail) - head;
-	struct bh_uring_op *ops[CHUNK];
-	int kinds[CHUNK]; /* not char: char stores alias everything */
+	struct {
+		struct io_uring_cqe *cqe;
+		struct bh_uring_op *op;
+		int kind;
+	} b[CHUNK];
 	struct rel_batch rb;
 	unsigned done = 0;
 	bool woken = false;
@@ -803,10 +812,11 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 		n = CHUNK;
 	rb.used = 0;
 	for (unsigned i = 0; i < n; i++) {
-		const struct io_uring_cqe *cqe = &cqes[((head + i) & mask) << shift];
-		int kind = classify(t, cqe, &ops[i], &rb);
+		struct io_uring_cqe *cqe = &cqes[((head + i) & mask) << shift];
+		int kind = classify(t, cqe, &b[i].op, &rb);
 
-		kinds[i] = kind;
+		b[i].cqe = cqe;
+		b[i].kind = kind;
 		done += kind == BH_URING_DONE;
 		woken |= kind == BH_URING_HELPER && is_wake(cqe);
 	}
@@ -814,8 +824,8 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	t->ops -= done;
 	t->st.finished += done;
 	for (unsigned i = 0; fn && i < n; i++)
-		if (kinds[i] != BH_URING_HELPER && kinds[i] >= 0)
-			fn(ctx, &cqes[((head + i) & mask) << shift], kinds[i], ops[i]);
+		if (b[i].kind != BH_URING_HELPER && b[i].kind >= 0)
+			fn(ctx, b[i].cqe, b[i].kind, b[i].op);
 	io_uring_cq_advance(ring, n);
 	if (woken || t->ready_head)
 		deliver(t);
