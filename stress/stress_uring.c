@@ -1,8 +1,11 @@
 /* Stress: several threads, each the owner of its own ring and tracker, share
  * one bulkhead with a blocking client; they start random operations (NOPs,
  * pipe reads with and without kernel deadlines, polls, multishot polls,
- * timeouts, linked chains), cancel them, wait for permits without blocking,
- * and reap - all at once, for BH_STRESS_SECONDS (default 3).
+ * timeouts, linked chains, batches of NOPs), cancel them, wait for permits
+ * without blocking, and reap (even workers with bh_uring_reap, odd ones with
+ * their own CQ loop and bh_uring_complete) - all at once, for
+ * BH_STRESS_SECONDS (default 3). Odd seeds use a BH_FAIR bulkhead; seeds
+ * with bit 1 set use SINGLE_ISSUER|DEFER_TASKRUN rings.
  *
  * Every thread keeps its own books of each of its records (what it started,
  * what it was told), never asking the library. Invariants:
@@ -255,6 +258,46 @@ static void start(struct worker *w, struct rec *r)
 		VIOLATION("bh_uring_track: %d", ret);
 }
 
+/* Up to 4 free records as NOPs, one bulkhead update: bh_uring_get_batch and
+ * bh_uring_track_batch. */
+static void start_batch(struct worker *w)
+{
+	struct bh_uring_op *ops[4];
+	struct io_uring_sqe *sqes[4];
+	unsigned k = 0;
+	int got;
+
+	for (unsigned i = below(w, NRECS), tries = 0; k < 4 && tries < 8; i = (i + 7) % NRECS, tries++) {
+		struct rec *r = &w->recs[i];
+		bool dup = false;
+
+		for (unsigned j = 0; j < k; j++)
+			dup |= ops[j] == &r->op;
+		if (r->book == B_FREE && !dup) {
+			r->kind = K_NOP;
+			r->n = 1;
+			ops[k++] = &r->op;
+		}
+	}
+	if (k == 0)
+		return;
+	got = bh_uring_get_batch(w->t, ops, k, bh, 1, sqes);
+	if (got == -EBUSY || got == -EAGAIN) {
+		w->rejected += got == -EBUSY;
+		return;
+	}
+	if (got <= 0) {
+		VIOLATION("bh_uring_get_batch: %d", got);
+		return;
+	}
+	for (int i = 0; i < got; i++) {
+		io_uring_prep_nop(sqes[i]);
+		book_start(ops[i]->data);
+	}
+	if ((got = bh_uring_track_batch(w->t, ops, (unsigned)got)) != 0)
+		VIOLATION("bh_uring_track_batch: %d", got);
+}
+
 static void cancel(struct worker *w, struct rec *r)
 {
 	int ret = bh_uring_cancel(w->t, &r->op);
@@ -303,6 +346,32 @@ static void poke(struct worker *w)
 	}
 }
 
+/* The caller's own CQ loop: bh_uring_complete per CQE, overflow flushed by
+ * hand (iterating never brings it back). */
+static void own_loop(struct worker *w)
+{
+	for (int rounds = 0; rounds < 4; rounds++) {
+		struct io_uring_cqe *cqe;
+		struct bh_uring_op *op;
+		unsigned head, n = 0;
+
+		io_uring_for_each_cqe(&w->ring, head, cqe) {
+			int kind = bh_uring_complete(w->t, cqe, &op);
+
+			if (kind < 0)
+				VIOLATION("bh_uring_complete: %d", kind);
+			else if (kind != BH_URING_HELPER)
+				on_cqe(w, cqe, kind, op);
+			n++;
+		}
+		io_uring_cq_advance(&w->ring, n);
+		if (n == 0 && !io_uring_cq_has_overflow(&w->ring))
+			return;
+		if (n == 0)
+			io_uring_get_events(&w->ring);
+	}
+}
+
 static void reap(struct worker *w, bool block)
 {
 	struct __kernel_timespec ts = { 0, 200000 };
@@ -317,6 +386,10 @@ static void reap(struct worker *w, bool block)
 		VIOLATION("submit: %d", ret);
 	if (defer_taskrun)
 		io_uring_get_events(&w->ring);
+	if (w->id & 1) { /* odd workers walk the CQ themselves */
+		own_loop(w);
+		return;
+	}
 	if ((ret = bh_uring_reap(w->t, on_cqe, w)) < 0)
 		VIOLATION("bh_uring_reap: %d", ret);
 }
@@ -444,9 +517,11 @@ static void *worker_main(void *arg)
 		unsigned dice = below(w, 100);
 
 		maybe_park();
-		if (dice < 30) {
+		if (dice < 27) {
 			if (r->book == B_FREE || r->book == B_HELD)
 				start(w, r);
+		} else if (dice < 30) {
+			start_batch(w);
 		} else if (dice < 50) {
 			cancel(w, r);
 		} else if (dice < 75) {

@@ -1304,6 +1304,64 @@ static void test_two_rings_share_bulkhead(void **state)
 	fix_free(f);
 }
 
+/* ---- ring flavours ---------------------------------------------------------- */
+
+/* The same rules on rings with big entries (SQE128, CQE32: the tracker
+ * indexes both arrays itself) and on an SQPOLL ring (the kernel thread
+ * consumes the SQ on its own; pending SQEs are still the tracker's to check). */
+static void flavour_round(unsigned flags)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	struct bh_uring_op ops[4] = { { 0 } }, *po[4] = { &ops[0], &ops[1], &ops[2], &ops[3] };
+	struct io_uring_sqe *sqes[4];
+	struct tally ty = { .base = ops };
+	int p[2], r;
+	char b;
+
+	assert_non_null(f);
+	r = ring_up(&f->ring, 16, 0, flags);
+	if (r == -EINVAL || r == -EPERM) {
+		free(f);
+		skip();
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(bh_uring_create(&f->ring, 0, &f->t), 0);
+	f->bh = make_bh(8, 0, 0);
+	make_pipe(p);
+	assert_int_equal(bh_uring_get_batch(f->t, po, 3, f->bh, 1, sqes), 3);
+	for (int i = 0; i < 3; i++)
+		io_uring_prep_nop(sqes[i]);
+	sqes[2]->flags |= IOSQE_CQE_SKIP_SUCCESS; /* refused, becomes a plain NOP */
+	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -EINVAL);
+	track_read(f, &ops[3], p[0], &b, bh_now_ns() + 3600 * BH_SEC);
+	assert_int_equal(in_flight(f->bh), 3);
+	assert_int_equal(io_uring_submit(&f->ring), 5);
+	while (ty.done < 2)
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0 &&
+			    bh_uring_reap(f->t, count_cqe, &ty) >= 0);
+	assert_int_equal(in_flight(f->bh), 1); /* the read, with its deadline */
+	assert_int_equal(bh_uring_cancel(f->t, &ops[3]), 0);
+	io_uring_submit(&f->ring);
+	while (ty.done < 3)
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0 &&
+			    bh_uring_reap(f->t, count_cqe, &ty) >= 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
+static void test_big_entries(void **state)
+{
+	(void)state;
+	flavour_round(IORING_SETUP_SQE128 | IORING_SETUP_CQE32);
+}
+
+static void test_sqpoll(void **state)
+{
+	(void)state;
+	flavour_round(IORING_SETUP_SQPOLL);
+}
+
 /* ---- cross-thread wake-up of a single-issuer ring ------------------------ */
 
 struct owner_ctx {
@@ -1413,6 +1471,8 @@ int main(void)
 		cmocka_unit_test(test_grants_delivered_oldest_first),
 		cmocka_unit_test(test_wake_poll_rearmed),
 		cmocka_unit_test(test_two_rings_share_bulkhead),
+		cmocka_unit_test(test_big_entries),
+		cmocka_unit_test(test_sqpoll),
 		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
 	};
 	struct io_uring probe;
