@@ -51,6 +51,7 @@ struct bh_uring {
 	bool closing;
 	bool wake_armed;  /* the eventfd poll is in the ring (or in its SQ) */
 	bool reaping;
+	bool no_cancel_any; /* the kernel refused IORING_ASYNC_CANCEL_ANY */
 	uint32_t ops;     /* ARMED + INFLIGHT */
 	uint32_t helpers; /* helper SQEs whose last CQE is due */
 	uint32_t held, waiting;
@@ -744,6 +745,8 @@ static BH_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, enu
 		t->helpers--;
 	if (tag == TAG_WAKE)
 		on_wake(t, cqe);
+	else if (tag == TAG_DRAIN && cqe->res == -EINVAL)
+		t->no_cancel_any = true; /* before 5.19: nothing would end them */
 	return BH_URING_HELPER;
 }
 
@@ -986,6 +989,8 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 			return r;
 		if (!tracker_busy(t))
 			return 0;
+		if (t->no_cancel_any)
+			return -EOPNOTSUPP;
 		r = wait_cqe_until(t, deadline_ns);
 		if (r == -ETIMEDOUT)
 			return r;

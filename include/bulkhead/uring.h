@@ -235,7 +235,8 @@ BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, 
  * and helpers is in flight, or deadline_ns passes (BH_FOREVER: no limit).
  * Then io_uring_queue_exit is safe. Ops holding granted permits keep them
  * (bh_uring_cancel gives them back). 0, -ETIMEDOUT (still in flight), or a
- * negative errno from the ring. On the owner thread, not from fn. */
+ * negative errno from the ring (-EOPNOTSUPP: no IORING_ASYNC_CANCEL_ANY,
+ * before 5.19). On the owner thread, not from fn. */
 BH_API int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, void *ctx);
 
 /* The tracker's counts (owner thread). */
