@@ -77,7 +77,8 @@ struct bh_uring_op;
  * once for each bh_uring_wait that returned 1 (unless bh_uring_cancel took
  * the op back): 0 (the op holds its permits: take its SQE), -ESHUTDOWN (the
  * bulkhead closed), -EINVAL (its limit shrank below n) or -ECANCELED
- * (bh_uring_drain). No lock is held; it may call the tracker. */
+ * (bh_uring_drain). No lock is held; it may call the tracker and submit,
+ * but not bh_uring_reap or bh_uring_drain (-EINVAL from within a reap). */
 typedef void bh_uring_grant_fn(struct bh_uring_op *op, int result);
 
 /* The per-operation record. Zero it before first use: an all-zero record is
