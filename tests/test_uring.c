@@ -1,0 +1,1488 @@
+/* The io_uring tracker's rules, on a real ring. Every op used here stays in
+ * flight until the test acts (a read on an empty pipe, a poll on an eventfd,
+ * an hour-long timeout, a multishot accept), and CQEs are handed to the
+ * tracker one at a time, so each step's permit count is exact. Exit 77 when
+ * the kernel has no io_uring at all; single tests skip when a feature is
+ * missing. */
+#define _GNU_SOURCE /* pipe2 */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "bulkhead/uring.h"
+
+/* ---- fixtures ----------------------------------------------------------- */
+
+struct fix {
+	struct io_uring ring;
+	bh_uring_t *t;
+	bulkhead_t *bh;
+};
+
+static int ring_up(struct io_uring *ring, unsigned entries, unsigned cq, unsigned flags)
+{
+	struct io_uring_params p = { .flags = flags };
+
+	if (cq) {
+		p.flags |= IORING_SETUP_CQSIZE;
+		p.cq_entries = cq;
+	}
+	return io_uring_queue_init_params(entries, ring, &p);
+}
+
+static struct fix *fix_new(unsigned entries, unsigned cq, uint32_t limit, uint32_t queue,
+			   uint32_t bh_flags)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_int_equal(ring_up(&f->ring, entries, cq, 0), 0);
+	assert_int_equal(bh_uring_create(&f->ring, 0, &f->t), 0);
+	f->bh = make_bh(limit, queue, bh_flags);
+	return f;
+}
+
+/* Tear down the way a user must: drain, then exit the ring. */
+static void fix_free(struct fix *f)
+{
+	assert_int_equal(bh_uring_drain(f->t, BH_FOREVER, NULL, NULL), 0);
+	assert_int_equal(bh_uring_destroy(f->t), 0);
+	io_uring_queue_exit(&f->ring);
+	assert_int_equal(stats_of(f->bh).in_flight, 0);
+	bh_destroy(f->bh);
+	free(f);
+}
+
+static uint64_t in_flight(bulkhead_t *bh)
+{
+	return stats_of(bh).in_flight;
+}
+
+static struct bh_uring_stats tstats(bh_uring_t *t)
+{
+	struct bh_uring_stats st;
+
+	bh_uring_stats(t, &st);
+	return st;
+}
+
+/* Wait for the next CQE, consume it, and return a copy: the test decides
+ * when (and in which order) the tracker sees it. */
+static void next_cqe(struct io_uring *ring, struct io_uring_cqe *copy)
+{
+	struct io_uring_cqe *cqe;
+
+	assert_int_equal(io_uring_wait_cqe(ring, &cqe), 0);
+	memcpy(copy, cqe, sizeof(*copy));
+	io_uring_cqe_seen(ring, cqe);
+}
+
+static int feed(struct fix *f, const struct io_uring_cqe *cqe, struct bh_uring_op **op)
+{
+	return bh_uring_complete(f->t, cqe, op);
+}
+
+static int feed_next(struct fix *f, struct bh_uring_op **op)
+{
+	struct io_uring_cqe c;
+
+	next_cqe(&f->ring, &c);
+	return feed(f, &c, op);
+}
+
+static void make_pipe(int p[2])
+{
+	assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+}
+
+static void close_pipe(int p[2])
+{
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A tracked read on an empty pipe: in flight until the test writes. */
+static void track_read(struct fix *f, struct bh_uring_op *op, int fd, void *buf,
+		       uint64_t deadline)
+{
+	struct io_uring_sqe *sqe;
+
+	assert_int_equal(bh_uring_get_sqe(f->t, op, f->bh, 1, &sqe), 0);
+	io_uring_prep_read(sqe, fd, buf, 1, 0);
+	assert_int_equal(bh_uring_track(f->t, op, deadline), 0);
+}
+
+static void track_nop(struct fix *f, struct bh_uring_op *op)
+{
+	struct io_uring_sqe *sqe;
+
+	assert_int_equal(bh_uring_get_sqe(f->t, op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	assert_int_equal(bh_uring_track(f->t, op, BH_FOREVER), 0);
+}
+
+static void submit(struct fix *f, int expect)
+{
+	assert_int_equal(io_uring_submit(&f->ring), expect);
+}
+
+static bool opcode_supported(struct io_uring *ring, int opcode)
+{
+	struct io_uring_probe *p = io_uring_get_probe_ring(ring);
+	bool ok = p && io_uring_opcode_supported(p, opcode);
+
+	io_uring_free_probe(p);
+	return ok;
+}
+
+/* ---- bad input ------------------------------------------------------------ */
+
+static void never_granted(struct bh_uring_op *op, int result)
+{
+	(void)op;
+	fail_msg("grant callback ran with %d", result);
+}
+
+static void test_bad_input(void **state)
+{
+	struct fix *f = fix_new(8, 0, 4, 4, 0);
+	struct bh_uring_op op = { 0 }, *ops[1] = { &op };
+	struct io_uring_sqe *sqe, *sqes[BH_URING_CHAIN_MAX + 1];
+	bh_uring_t *t = (bh_uring_t *)&op;
+
+	(void)state;
+	errno = 4321;
+	assert_int_equal(bh_uring_create(NULL, 0, &t), -EINVAL);
+	assert_int_equal(bh_uring_create(&f->ring, 1, &t), -EINVAL);
+	assert_int_equal(bh_uring_create(&f->ring, 0, NULL), -EINVAL);
+	assert_ptr_equal(t, (bh_uring_t *)&op); /* untouched on failure */
+	assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 0, sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, BH_URING_CHAIN_MAX + 1, sqes),
+			 -EINVAL);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 0, &sqe), -EINVAL);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 5, &sqe), -EINVAL);
+	assert_int_equal(bh_uring_get_sqe(NULL, &op, f->bh, 1, &sqe), -EINVAL);
+	assert_int_equal(bh_uring_get_sqe(f->t, NULL, f->bh, 1, &sqe), -EINVAL);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, NULL, 1, &sqe), -EINVAL);
+	assert_int_equal(bh_uring_get_batch(f->t, ops, 0, f->bh, 1, sqes), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL); /* idle */
+	assert_int_equal(bh_uring_cancel(f->t, &op), -ENOENT);
+	assert_int_equal(bh_uring_cancel(f->t, NULL), -EINVAL);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, NULL), -EINVAL);
+	assert_int_equal(bh_uring_complete(f->t, NULL, NULL), -EINVAL);
+	assert_int_equal(bh_uring_reap(NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(bh_uring_destroy(NULL), 0);
+	/* nothing taken, no SQE used */
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 0);
+	assert_int_equal(stats_of(f->bh).rejected, 0);
+	/* an op in use is refused, not clobbered */
+	track_nop(f, &op);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), -EINVAL);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, never_granted), -EINVAL);
+	assert_int_equal(errno, 4321);
+	fix_free(f);
+}
+
+/* ---- submission ---------------------------------------------------------- */
+
+static void test_busy_consumes_no_sqe(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct bh_uring_op a = { 0 }, b = { 0 };
+	struct io_uring_sqe *sqe = NULL;
+
+	(void)state;
+	track_nop(f, &a);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1);
+	assert_int_equal(bh_uring_get_sqe(f->t, &b, f->bh, 1, &sqe), -EBUSY);
+	assert_null(sqe);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1); /* no SQE consumed */
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(tstats(f->t).rejected, 1);
+	assert_int_equal(tstats(f->t).in_flight, 1);
+	/* b is still idle and usable once the permit is back */
+	submit(f, 1);
+	assert_int_equal(feed_next(f, NULL), BH_URING_DONE);
+	assert_int_equal(in_flight(f->bh), 0);
+	track_nop(f, &b);
+	fix_free(f);
+}
+
+static void test_full_sq_takes_no_permit(void **state)
+{
+	struct fix *f = fix_new(4, 0, 8, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe, *sqes[2];
+
+	(void)state;
+	for (int i = 0; i < 3; i++) { /* leave one SQE: not room for op + timeout */
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_nop(sqe);
+		sqe->user_data = 77;
+	}
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), -EAGAIN);
+	assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 2, sqes), -EAGAIN);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(f->bh).acquired, 0);
+	submit(f, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(feed_next(f, NULL), BH_URING_FOREIGN);
+	fix_free(f);
+}
+
+/* ---- the final-CQE rule ---------------------------------------------------- */
+
+static void test_pipe_reads_held_until_final_cqe(void **state)
+{
+	enum { N = 8 };
+	struct fix *f = fix_new(32, 0, N, 0, 0);
+	struct bh_uring_op ops[N] = { { 0 } }, *op;
+	int p[N][2];
+	char buf[N];
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		make_pipe(p[i]);
+		track_read(f, &ops[i], p[i][0], &buf[i], BH_FOREVER);
+		ops[i].data = &p[i];
+	}
+	submit(f, N);
+	assert_int_equal(in_flight(f->bh), N);
+	assert_int_equal(tstats(f->t).in_flight, N);
+	for (int i = N - 1; i >= 0; i--) { /* finish them out of order */
+		assert_int_equal(write(p[i][1], "x", 1), 1);
+		assert_int_equal(feed_next(f, &op), BH_URING_DONE);
+		assert_ptr_equal(op, &ops[i]);
+		assert_ptr_equal(op->data, &p[i]);
+		assert_int_equal(in_flight(f->bh), (uint64_t)i);
+	}
+	assert_int_equal(tstats(f->t).finished, N);
+	assert_int_equal(stats_of(f->bh).over_released, 0);
+	for (int i = 0; i < N; i++)
+		close_pipe(p[i]);
+	fix_free(f);
+}
+
+/* The permit survives the cancel's CQE and goes back at the target's, in
+ * whichever order the two reach the tracker. */
+static void test_cancel_holds_until_target_cqe(void **state)
+{
+	for (int reversed = 0; reversed <= 1; reversed++) {
+		struct fix *f = fix_new(8, 0, 2, 0, 0);
+		struct bh_uring_op op = { 0 }, *got;
+		struct io_uring_cqe c[2], *target, *helper;
+		int p[2];
+		char b;
+
+		(void)state;
+		make_pipe(p);
+		track_read(f, &op, p[0], &b, BH_FOREVER);
+		submit(f, 1);
+		assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+		assert_int_equal(bh_uring_cancel(f->t, &op), -EALREADY); /* one is enough */
+		submit(f, 1);
+		next_cqe(&f->ring, &c[0]);
+		next_cqe(&f->ring, &c[1]);
+		target = (c[0].user_data & 7) == 0 ? &c[0] : &c[1];
+		helper = target == &c[0] ? &c[1] : &c[0];
+		assert_true(bh_uring_owns(target) && bh_uring_owns(helper));
+		assert_int_equal(target->res, -ECANCELED);
+		assert_int_equal(helper->res, 0);
+		if (reversed) {
+			assert_int_equal(feed(f, target, &got), BH_URING_DONE);
+			assert_int_equal(in_flight(f->bh), 0);
+			assert_int_equal(feed(f, helper, &got), BH_URING_HELPER);
+			assert_null(got);
+		} else {
+			assert_int_equal(feed(f, helper, &got), BH_URING_HELPER);
+			assert_int_equal(in_flight(f->bh), 1); /* still held */
+			assert_int_equal(feed(f, target, &got), BH_URING_DONE);
+			assert_ptr_equal(got, &op);
+		}
+		assert_int_equal(in_flight(f->bh), 0);
+		assert_int_equal(tstats(f->t).helpers, 0);
+		assert_int_equal(tstats(f->t).cancels, 1);
+		close_pipe(p);
+		fix_free(f);
+	}
+}
+
+/* The op finished in the kernel but its CQE is not reaped yet: the cancel
+ * finds nothing (-ENOENT) and the permit goes back once. */
+static void test_cancel_of_completed_op(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_cqe *peek, c1, c2;
+	int p[2];
+	char b;
+
+	(void)state;
+	make_pipe(p);
+	track_read(f, &op, p[0], &b, BH_FOREVER);
+	submit(f, 1);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(io_uring_wait_cqe(&f->ring, &peek), 0); /* posted, not consumed */
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	submit(f, 1);
+	next_cqe(&f->ring, &c1);
+	next_cqe(&f->ring, &c2);
+	assert_int_equal(c1.res, 1);
+	assert_int_equal(c2.res, -ENOENT);
+	assert_int_equal(feed(f, &c2, NULL), BH_URING_HELPER);
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(feed(f, &c1, NULL), BH_URING_DONE);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(bh_uring_cancel(f->t, &op), -ENOENT); /* idle: no SQE */
+	assert_int_equal(io_uring_sq_ready(&f->ring), 0);
+	assert_int_equal(stats_of(f->bh).released, 1);
+	assert_int_equal(stats_of(f->bh).over_released, 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
+static void test_multishot_poll_held_until_last(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct bh_uring_op op = { 0 }, *got;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe c;
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t v = 1;
+	int helpers = 0, done = 0;
+
+	(void)state;
+	assert_true(efd >= 0);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_poll_multishot(sqe, efd, POLLIN);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), 0);
+	submit(f, 1);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(write(efd, &v, sizeof(v)), sizeof(v));
+		next_cqe(&f->ring, &c);
+		assert_true(c.flags & IORING_CQE_F_MORE);
+		assert_int_equal(feed(f, &c, &got), BH_URING_MORE);
+		assert_ptr_equal(got, &op);
+		assert_int_equal(in_flight(f->bh), 1);
+		assert_int_equal(read(efd, &v, sizeof(v)), sizeof(v));
+	}
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	submit(f, 1);
+	for (int i = 0; i < 2; i++) {
+		next_cqe(&f->ring, &c);
+		int k = feed(f, &c, &got);
+
+		if (k == BH_URING_HELPER) {
+			helpers++;
+			assert_int_equal(in_flight(f->bh), (uint64_t)(1 - done));
+		} else {
+			assert_int_equal(k, BH_URING_DONE);
+			assert_false(c.flags & IORING_CQE_F_MORE);
+			assert_int_equal(c.res, -ECANCELED);
+			done++;
+			assert_int_equal(in_flight(f->bh), 0);
+		}
+	}
+	assert_int_equal(helpers, 1);
+	assert_int_equal(done, 1);
+	close(efd);
+	fix_free(f);
+}
+
+static int listener(uint16_t *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(s >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(s, 64), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+static int connect_to(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(s >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	return s;
+}
+
+static void test_multishot_accept(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct bh_uring_op op = { 0 }, *got;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe c;
+	uint16_t port;
+	int ls = listener(&port), cl[3];
+
+	(void)state;
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_multishot_accept(sqe, ls, NULL, NULL, SOCK_CLOEXEC);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), 0);
+	submit(f, 1);
+	for (int i = 0; i < 3; i++) {
+		cl[i] = connect_to(port);
+		next_cqe(&f->ring, &c);
+		if (i == 0 && c.res == -EINVAL) {
+			assert_int_equal(feed(f, &c, &got), BH_URING_DONE);
+			close(cl[0]);
+			close(ls);
+			fix_free(f);
+			skip(); /* no multishot accept */
+		}
+		assert_true(c.res >= 0);
+		assert_true(c.flags & IORING_CQE_F_MORE);
+		assert_int_equal(feed(f, &c, &got), BH_URING_MORE);
+		assert_int_equal(in_flight(f->bh), 1);
+		close(c.res);
+	}
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	submit(f, 1);
+	for (int i = 0; i < 2; i++) {
+		next_cqe(&f->ring, &c);
+		if (feed(f, &c, &got) == BH_URING_DONE)
+			assert_int_equal(c.res, -ECANCELED);
+	}
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).finished, 1);
+	for (int i = 0; i < 3; i++)
+		close(cl[i]);
+	close(ls);
+	fix_free(f);
+}
+
+/* SEND_ZC posts its result with F_MORE, then a notification without it:
+ * the buffer (and the permit) is the kernel's until the notification. */
+static void test_send_zc_released_at_notification(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct bh_uring_op op = { 0 }, *got;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe c;
+	static char msg[4096];
+	uint16_t port;
+	int ls, cl, sv;
+
+	(void)state;
+	if (!opcode_supported(&f->ring, IORING_OP_SEND_ZC)) {
+		fix_free(f);
+		skip();
+	}
+	ls = listener(&port);
+	cl = connect_to(port);
+	sv = accept(ls, NULL, NULL);
+	assert_true(sv >= 0);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_send_zc(sqe, cl, msg, sizeof(msg), 0, 0);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), 0);
+	submit(f, 1);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(c.res, (int)sizeof(msg));
+	assert_true(c.flags & IORING_CQE_F_MORE);
+	assert_int_equal(feed(f, &c, &got), BH_URING_MORE);
+	assert_int_equal(in_flight(f->bh), 1); /* the buffer is still the kernel's */
+	next_cqe(&f->ring, &c);
+	assert_true(c.flags & IORING_CQE_F_NOTIF);
+	assert_false(c.flags & IORING_CQE_F_MORE);
+	assert_int_equal(feed(f, &c, &got), BH_URING_DONE);
+	assert_ptr_equal(got, &op);
+	assert_int_equal(in_flight(f->bh), 0);
+	close(sv);
+	close(cl);
+	close(ls);
+	fix_free(f);
+}
+
+/* ---- linked timeouts -------------------------------------------------------- */
+
+/* The kernel's deadline fires: its CQE (-ETIME) is a helper's; the op's own
+ * -ECANCELED gives the permit back. Both feeding orders. */
+static void test_link_timeout_fires(void **state)
+{
+	for (int reversed = 0; reversed <= 1; reversed++) {
+		struct fix *f = fix_new(8, 0, 1, 0, 0);
+		struct bh_uring_op op = { 0 }, *got;
+		struct io_uring_cqe c[2], *target, *lt;
+		int p[2];
+		char b;
+
+		(void)state;
+		make_pipe(p);
+		track_read(f, &op, p[0], &b, bh_now_ns() + 5 * BH_MSEC);
+		assert_int_equal(tstats(f->t).helpers, 1);
+		submit(f, 2);
+		next_cqe(&f->ring, &c[0]);
+		next_cqe(&f->ring, &c[1]);
+		target = (c[0].user_data & 7) == 0 ? &c[0] : &c[1];
+		lt = target == &c[0] ? &c[1] : &c[0];
+		assert_int_equal(lt->res, -ETIME);
+		assert_int_equal(target->res, -ECANCELED);
+		if (!reversed) { /* as they came (6.18: the timeout's first) */
+			assert_int_equal(feed(f, lt, &got), BH_URING_HELPER);
+			assert_int_equal(in_flight(f->bh), 1);
+			assert_int_equal(feed(f, target, &got), BH_URING_DONE);
+		} else {
+			assert_int_equal(feed(f, target, &got), BH_URING_DONE);
+			assert_int_equal(in_flight(f->bh), 0);
+			assert_int_equal(feed(f, lt, &got), BH_URING_HELPER);
+		}
+		assert_int_equal(in_flight(f->bh), 0);
+		assert_int_equal(tstats(f->t).helpers, 0);
+		close_pipe(p);
+		fix_free(f);
+	}
+}
+
+/* The op wins: its CQE first, then the timeout's -ECANCELED. */
+static void test_link_timeout_not_firing(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct bh_uring_op op = { 0 }, *got;
+	struct io_uring_cqe c;
+	int p[2];
+	char b;
+
+	(void)state;
+	make_pipe(p);
+	track_read(f, &op, p[0], &b, bh_now_ns() + 3600 * BH_SEC);
+	submit(f, 2);
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(c.res, 1);
+	assert_int_equal(feed(f, &c, &got), BH_URING_DONE);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).helpers, 1);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(c.res, -ECANCELED);
+	assert_int_equal(feed(f, &c, &got), BH_URING_HELPER);
+	assert_int_equal(tstats(f->t).helpers, 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
+/* ---- what track refuses --------------------------------------------------- */
+
+static void expect_refused_then_reaped(struct fix *f, struct bh_uring_op *op, unsigned sqes)
+{
+	assert_int_equal(in_flight(f->bh), 0); /* permits back at once */
+	assert_int_equal(tstats(f->t).in_flight, 0);
+	assert_int_equal(bh_uring_cancel(f->t, op), -ENOENT); /* idle */
+	io_uring_submit(&f->ring);
+	for (unsigned i = 0; i < sqes; i++) {
+		struct io_uring_cqe c;
+
+		next_cqe(&f->ring, &c);
+		assert_true(bh_uring_owns(&c));
+		assert_int_equal(feed(f, &c, NULL), BH_URING_HELPER);
+	}
+	assert_int_equal(tstats(f->t).helpers, 0);
+}
+
+static void test_skip_success_refused(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe, *own;
+
+	(void)state;
+	/* on the op itself */
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	assert_int_equal(sqe->opcode, IORING_OP_NOP); /* neutralised */
+	assert_false(sqe->flags & IOSQE_CQE_SKIP_SUCCESS);
+	expect_refused_then_reaped(f, &op, 1);
+
+	/* on a pending SQE linked into it: if that one fails, the kernel posts
+	 * nothing for the rest of the chain */
+	own = io_uring_get_sqe(&f->ring);
+	io_uring_prep_nop(own);
+	own->user_data = 5;
+	own->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	expect_refused_then_reaped(f, &op, 1); /* own NOP skips its CQE */
+	assert_int_equal(tstats(f->t).refused, 2);
+	fix_free(f);
+}
+
+static void test_track_refuses_broken_contracts(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 }, *got;
+	struct io_uring_sqe *sqe, *other;
+	struct io_uring_cqe c;
+
+	(void)state;
+	/* user_data overwritten: its CQE would be lost to the tracker */
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data64(sqe, 99);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	expect_refused_then_reaped(f, &op, 1);
+
+	/* a link flag on the last SQE while a deadline is asked for */
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	sqe->flags |= IOSQE_IO_LINK;
+	assert_int_equal(bh_uring_track(f->t, &op, bh_now_ns() + BH_SEC), -EINVAL);
+	expect_refused_then_reaped(f, &op, 1);
+
+	/* another SQE taken in between: the timeout could not follow the op */
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	other = io_uring_get_sqe(&f->ring);
+	io_uring_prep_nop(other);
+	other->user_data = 3;
+	assert_int_equal(bh_uring_track(f->t, &op, bh_now_ns() + BH_SEC), -EINVAL);
+	assert_int_equal(in_flight(f->bh), 0);
+	submit(f, 2);
+	for (int i = 0; i < 2; i++) {
+		next_cqe(&f->ring, &c);
+		assert_int_equal(feed(f, &c, NULL), c.user_data == 3 ? BH_URING_FOREIGN : BH_URING_HELPER);
+	}
+
+	/* submitted before being sealed: refused, but still tracked */
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	submit(f, 1);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(feed_next(f, &got), BH_URING_DONE);
+	assert_ptr_equal(got, &op);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(f->bh).over_released, 0);
+	fix_free(f);
+}
+
+/* ---- chains ---------------------------------------------------------------- */
+
+/* A write then a read, linked: one op, one set of permits, back at the
+ * second member's CQE; a failing first member cancels the second, which
+ * still posts the final CQE. */
+static void test_chain_is_one_op(void **state)
+{
+	struct fix *f = fix_new(8, 0, 3, 0, 0);
+	struct bh_uring_op op = { 0 }, *got;
+	struct io_uring_sqe *s[2];
+	struct io_uring_cqe c;
+	int p[2];
+	char b = 0;
+
+	(void)state;
+	make_pipe(p);
+	assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 2, 2, s), 0);
+	io_uring_prep_write(s[0], p[1], "y", 1, 0);
+	io_uring_prep_read(s[1], p[0], &b, 1, 0);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), 0);
+	assert_true(s[0]->flags & IOSQE_IO_LINK);
+	assert_int_equal(in_flight(f->bh), 2);
+	submit(f, 2);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(c.res, 1);
+	assert_int_equal(feed(f, &c, &got), BH_URING_MORE);
+	assert_int_equal(in_flight(f->bh), 2);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(c.res, 1);
+	assert_int_equal(feed(f, &c, &got), BH_URING_DONE);
+	assert_int_equal(b, 'y');
+	assert_int_equal(in_flight(f->bh), 0);
+
+	assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 2, s), 0);
+	io_uring_prep_read(s[0], -1, &b, 1, 0); /* fails: EBADF */
+	io_uring_prep_read(s[1], p[0], &b, 1, 0);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), 0);
+	submit(f, 2);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(c.res, -EBADF);
+	assert_int_equal(feed(f, &c, &got), BH_URING_MORE);
+	assert_int_equal(in_flight(f->bh), 1);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(c.res, -ECANCELED);
+	assert_int_equal(feed(f, &c, &got), BH_URING_DONE);
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
+/* ---- reaping, batching, overflow ---------------------------------------- */
+
+struct tally {
+	unsigned foreign, more, done;
+	unsigned char seen[512];
+	struct bh_uring_op *base;
+	bulkhead_t *bh;
+	uint64_t in_flight_at_done; /* checked inside the callback */
+};
+
+static void count_cqe(void *ctx, struct io_uring_cqe *cqe, int kind, struct bh_uring_op *op)
+{
+	struct tally *ty = ctx;
+
+	(void)cqe;
+	if (kind == BH_URING_FOREIGN) {
+		assert_null(op);
+		ty->foreign++;
+	} else if (kind == BH_URING_MORE) {
+		ty->more++;
+	} else {
+		assert_int_equal(kind, BH_URING_DONE);
+		if (ty->base) {
+			size_t i = (size_t)(op - ty->base);
+
+			assert_true(i < sizeof(ty->seen));
+			assert_int_equal(ty->seen[i]++, 0); /* exactly once */
+		}
+		if (ty->bh)
+			ty->in_flight_at_done = in_flight(ty->bh);
+		ty->done++;
+	}
+}
+
+/* bh_uring_get_batch takes the permits of many ops in one update, and
+ * bh_uring_reap gives them back in one: the bulkhead counts one acquire and
+ * one release, yet the permit count is exact after every step. */
+static void test_batch_and_reap_coalesce(void **state)
+{
+	enum { N = 16 };
+	struct fix *f = fix_new(64, 0, 100, 0, 0);
+	struct bh_uring_op ops[N] = { { 0 } }, *po[N];
+	struct io_uring_sqe *sqes[N];
+	struct tally ty = { .base = ops, .bh = f->bh };
+
+	(void)state;
+	for (int i = 0; i < N; i++)
+		po[i] = &ops[i];
+	assert_int_equal(bh_uring_get_batch(f->t, po, N, f->bh, 1, sqes), N);
+	for (int i = 0; i < N; i++)
+		io_uring_prep_nop(sqes[i]);
+	assert_int_equal(bh_uring_track_batch(f->t, po, N), 0);
+	assert_int_equal(in_flight(f->bh), N);
+	assert_int_equal(stats_of(f->bh).acquired, 1);
+	assert_int_equal(tstats(f->t).started, N);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 1), -EINVAL); /* already tracked */
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, N), N);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), N);
+	assert_int_equal(ty.done, N);
+	assert_int_equal(ty.in_flight_at_done, 0); /* back before the callbacks */
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(f->bh).released, 1);
+	for (int i = 0; i < N; i++)
+		assert_false(bh_uring_op_busy(&ops[i]));
+
+	/* one bad op in a batch is refused alone */
+	assert_int_equal(bh_uring_get_batch(f->t, po, 3, f->bh, 1, sqes), 3);
+	for (int i = 0; i < 3; i++)
+		io_uring_prep_nop(sqes[i]);
+	sqes[1]->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -EINVAL);
+	assert_true(bh_uring_op_busy(&ops[0]) && bh_uring_op_busy(&ops[2]));
+	assert_false(bh_uring_op_busy(&ops[1]));
+	assert_int_equal(in_flight(f->bh), 2);
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 3), 3);
+	memset(&ty, 0, sizeof(ty));
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 3);
+	assert_int_equal(ty.done, 2); /* the NOP that replaced ops[1] is a helper */
+	assert_int_equal(in_flight(f->bh), 0);
+
+	/* a batch larger than the free permits gets what fits */
+	bulkhead_t *small = make_bh(10, 0, 0);
+
+	for (int i = 0; i < N; i++)
+		memset(&ops[i], 0, sizeof(ops[i]));
+	assert_int_equal(bh_uring_get_batch(f->t, po, N, small, 1, sqes), 10);
+	assert_int_equal(stats_of(small).in_flight, 10);
+	assert_int_equal(tstats(f->t).rejected, N - 10);
+	for (int i = 0; i < 10; i++) {
+		io_uring_prep_nop(sqes[i]);
+		assert_int_equal(bh_uring_track(f->t, &ops[i], BH_FOREVER), 0);
+	}
+	assert_int_equal(bh_uring_get_batch(f->t, &po[10], 6, small, 1, sqes), -EBUSY);
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 10), 10);
+	memset(&ty, 0, sizeof(ty));
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 10);
+	assert_int_equal(ty.done, 10);
+	assert_int_equal(stats_of(small).in_flight, 0);
+	bh_destroy(small);
+	fix_free(f);
+}
+
+static void test_foreign_cqes_pass_through(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 }, *got = &op;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+	struct tally ty = { 0 };
+
+	(void)state;
+	io_uring_prep_nop(sqe);
+	sqe->user_data = 0xb3ull << 56; /* close to the tag, not it */
+	submit(f, 1);
+	assert_int_equal(feed_next(f, &got), BH_URING_FOREIGN);
+	assert_null(got);
+	sqe = io_uring_get_sqe(&f->ring);
+	io_uring_prep_nop(sqe);
+	sqe->user_data = 1;
+	track_nop(f, &op);
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 2);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 2);
+	assert_int_equal(ty.foreign, 1);
+	assert_int_equal(ty.done, 1);
+	fix_free(f);
+}
+
+/* Hundreds of polls on one eventfd on a ring whose CQ holds 8: one write
+ * finishes them all, most CQEs land in the kernel's overflow list, and reap
+ * brings every one back - each op exactly once, every permit returned. */
+static void test_cq_overflow_many_in_flight(void **state)
+{
+	enum { N = 300 };
+	struct fix *f = fix_new(8, 8, N, 0, 0);
+	struct bh_uring_op *ops = calloc(N, sizeof(*ops));
+	struct io_uring_sqe *sqe;
+	struct tally ty = { .base = ops };
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t v = 1;
+
+	(void)state;
+	assert_non_null(ops);
+	for (int i = 0; i < N; i++) {
+		int r;
+
+		while ((r = bh_uring_get_sqe(f->t, &ops[i], f->bh, 1, &sqe)) == -EAGAIN)
+			assert_true(io_uring_submit(&f->ring) > 0);
+		assert_int_equal(r, 0);
+		io_uring_prep_poll_add(sqe, efd, POLLIN);
+		assert_int_equal(bh_uring_track(f->t, &ops[i], BH_FOREVER), 0);
+	}
+	io_uring_submit(&f->ring);
+	assert_int_equal(in_flight(f->bh), N);
+	assert_int_equal(write(efd, &v, sizeof(v)), sizeof(v));
+	/* all N completed at once: 8 fit, the rest overflowed */
+	while (!io_uring_cq_has_overflow(&f->ring))
+		sched_yield();
+	while (ty.done < N) /* reap alone must bring the overflow back */
+		assert_true(bh_uring_reap(f->t, count_cqe, &ty) > 0);
+	assert_int_equal(ty.done, N);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).in_flight, 0);
+	assert_false(io_uring_cq_has_overflow(&f->ring));
+	close(efd);
+	free(ops);
+	fix_free(f);
+}
+
+/* ---- shutdown ------------------------------------------------------------- */
+
+static int drain_grant_result = 1;
+static void record_drain_grant(struct bh_uring_op *op, int result)
+{
+	(void)op;
+	drain_grant_result = result;
+}
+
+/* Reads, a multishot poll, a deadline, an op of the caller's own, and an op
+ * waiting for a permit: drain ends them all and reaps every CQE, handing the
+ * caller's CQE and the tracked ops' CQEs to fn; then the ring may go. */
+static void test_drain_at_shutdown(void **state)
+{
+	enum { N = 5 };
+	struct fix *f = fix_new(32, 0, N + 2, 1, 0);
+	struct bh_uring_op ops[N + 2] = { { 0 } }, waiter = { 0 };
+	struct io_uring_sqe *sqe;
+	struct tally ty = { .base = ops };
+	int p[2], efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	char b[N + 2], own;
+
+	(void)state;
+	make_pipe(p);
+	for (int i = 0; i < N; i++)
+		track_read(f, &ops[i], p[0], &b[i], BH_FOREVER);
+	assert_int_equal(bh_uring_get_sqe(f->t, &ops[N], f->bh, 1, &sqe), 0);
+	io_uring_prep_poll_multishot(sqe, efd, POLLIN);
+	assert_int_equal(bh_uring_track(f->t, &ops[N], BH_FOREVER), 0);
+	track_read(f, &ops[N + 1], p[0], &b[N + 1], bh_now_ns() + 3600 * BH_SEC);
+	sqe = io_uring_get_sqe(&f->ring);
+	io_uring_prep_read(sqe, p[0], &own, 1, 0);
+	sqe->user_data = 42;
+	assert_int_equal(bh_uring_wait(f->t, &waiter, f->bh, 1, record_drain_grant), 1);
+	submit(f, N + 5); /* + the timeout + own read + the wake-up poll */
+	assert_int_equal(in_flight(f->bh), N + 2);
+	assert_int_equal(stats_of(f->bh).queued, 1);
+
+	assert_int_equal(bh_uring_drain(f->t, BH_FOREVER, count_cqe, &ty), 0);
+	assert_int_equal(drain_grant_result, -ECANCELED);
+	assert_int_equal(ty.done, N + 2);
+	assert_int_equal(ty.foreign, 1);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(f->bh).queued, 0);
+	struct bh_uring_stats st = tstats(f->t);
+	assert_int_equal(st.in_flight + st.helpers + st.waiting, 0);
+	assert_int_equal(bh_uring_wait(f->t, &waiter, f->bh, 1, record_drain_grant), -ESHUTDOWN);
+	assert_int_equal(bh_uring_get_sqe(f->t, &ops[0], f->bh, 1, &sqe), -ESHUTDOWN);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 0);
+	close_pipe(p);
+	close(efd);
+	fix_free(f);
+}
+
+/* The same with CQ overflow: 200 reads on a ring whose CQ holds 4. */
+static void test_drain_with_overflow(void **state)
+{
+	enum { N = 200 };
+	struct fix *f = fix_new(4, 4, N, 0, 0);
+	struct bh_uring_op *ops = calloc(N, sizeof(*ops));
+	struct io_uring_sqe *sqe;
+	struct tally ty = { .base = ops };
+	int p[2];
+	char b;
+
+	(void)state;
+	assert_non_null(ops);
+	make_pipe(p);
+	for (int i = 0; i < N; i++) {
+		int r;
+
+		while ((r = bh_uring_get_sqe(f->t, &ops[i], f->bh, 1, &sqe)) == -EAGAIN)
+			assert_true(io_uring_submit(&f->ring) > 0);
+		assert_int_equal(r, 0);
+		io_uring_prep_read(sqe, p[0], &b, 1, 0);
+		assert_int_equal(bh_uring_track(f->t, &ops[i], BH_FOREVER), 0);
+	}
+	assert_int_equal(bh_uring_destroy(f->t), -EBUSY); /* not while in flight */
+	assert_int_equal(bh_uring_drain(f->t, bh_now_ns() + 60 * BH_SEC, count_cqe, &ty), 0);
+	assert_int_equal(ty.done, N);
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(p);
+	free(ops);
+	fix_free(f);
+}
+
+/* ---- waiting for permits without blocking --------------------------------- */
+
+/* Grant callbacks run on the ring's thread, blocking waiters on theirs:
+ * one log, under a lock, in the order things happened. */
+static pthread_mutex_t grant_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bh_uring_op *grant_order[8];
+static int grant_results[8];
+static unsigned ngrants;
+
+static void record_grant(struct bh_uring_op *op, int result)
+{
+	pthread_mutex_lock(&grant_lock);
+	if (ngrants < 8) {
+		grant_order[ngrants] = op;
+		grant_results[ngrants] = result;
+	}
+	ngrants++;
+	pthread_mutex_unlock(&grant_lock);
+}
+
+static unsigned grants(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&grant_lock);
+	n = ngrants;
+	pthread_mutex_unlock(&grant_lock);
+	return n;
+}
+
+static void grants_reset(void)
+{
+	pthread_mutex_lock(&grant_lock);
+	ngrants = 0;
+	memset(grant_order, 0, sizeof(grant_order));
+	pthread_mutex_unlock(&grant_lock);
+}
+
+/* Reap until n more grant callbacks ran, blocking in the kernel between. */
+static void reap_grants(struct fix *f, unsigned n)
+{
+	unsigned want = grants() + n;
+
+	while (grants() < want) {
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
+		assert_true(bh_uring_reap(f->t, NULL, NULL) >= 0);
+	}
+	assert_int_equal(grants(), want);
+}
+
+/* Threads other than the test's report failures instead of asserting
+ * (cmocka's longjmp belongs to the main thread). */
+static _Atomic int thread_failed_line;
+#define T_CHECK(c)                                                          \
+	do {                                                                \
+		if (!(c)) {                                                 \
+			atomic_store(&thread_failed_line, __LINE__);        \
+			return NULL;                                        \
+		}                                                           \
+	} while (0)
+
+static void *blocking_waiter(void *arg)
+{
+	bulkhead_t *bh = arg;
+
+	T_CHECK(bh_acquire(bh, 1, BH_FOREVER) == 0);
+	record_grant(NULL, 0); /* NULL: the blocking waiter */
+	T_CHECK(bh_release(bh, 1) == 0);
+	return NULL;
+}
+
+static void *release_one(void *arg)
+{
+	T_CHECK(bh_release(arg, 1) == 0);
+	return NULL;
+}
+
+/* Async waiters share the FIFO with blocking ones; a cancelled one is never
+ * told anything; grants made on other threads wake the ring. */
+static void test_waiters_fifo_and_cancel(void **state)
+{
+	struct fix *f = fix_new(16, 0, 1, 8, BH_FAIR);
+	struct bh_uring_op hold = { 0 }, a = { 0 }, b = { 0 }, c = { 0 };
+	pthread_t w;
+	int p[2];
+	char ch;
+
+	(void)state;
+	grants_reset();
+	make_pipe(p);
+	track_read(f, &hold, p[0], &ch, BH_FOREVER);
+	submit(f, 1);
+	assert_int_equal(bh_uring_wait(f->t, &a, f->bh, 1, record_grant), 1);
+	assert_int_equal(bh_uring_wait(f->t, &b, f->bh, 1, record_grant), 1);
+	assert_int_equal(pthread_create(&w, NULL, blocking_waiter, f->bh), 0);
+	await_queued(f->bh, 3);
+	assert_int_equal(bh_uring_wait(f->t, &c, f->bh, 1, record_grant), 1);
+	assert_int_equal(tstats(f->t).waiting, 3);
+	assert_int_equal(bh_uring_cancel(f->t, &b), 0);
+	assert_int_equal(stats_of(f->bh).queued, 3);
+	assert_int_equal(tstats(f->t).waiting, 2);
+
+	assert_int_equal(write(p[1], "x", 1), 1); /* the holder finishes... */
+	reap_grants(f, 1);                        /* ...and a is told, here */
+	assert_ptr_equal(grant_order[0], &a);
+	assert_int_equal(grant_results[0], 0);
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(tstats(f->t).held, 1);
+	track_nop(f, &a); /* the granted permit, no new acquire */
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(tstats(f->t).held, 0);
+	/* a's NOP finishes -> the blocking waiter runs -> its release, on its
+	 * thread, grants c, whose wake-up arrives through the ring */
+	reap_grants(f, 2);
+	assert_null(grant_order[1]);
+	assert_ptr_equal(grant_order[2], &c);
+	pthread_join(w, NULL);
+	assert_int_equal(atomic_load(&thread_failed_line), 0);
+	assert_int_equal(grants(), 3); /* b never */
+	assert_int_equal(bh_uring_cancel(f->t, &c), 0); /* gives the held permit back */
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
+/* A grant lands (callback run, wake pending) before the owner cancels: the
+ * cancel finds the op granted, gives the permits back, and the callback is
+ * never called - on this thread or when the wake-up CQE arrives. */
+static void test_cancel_racing_grant(void **state)
+{
+	for (int how = 0; how < 3; how++) {
+		struct fix *f = fix_new(8, 0, 1, 4, 0);
+		struct bh_uring_op op = { 0 };
+
+		(void)state;
+		grants_reset();
+		assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+		assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+		submit(f, 1); /* the wake-up poll */
+		if (how == 0) {
+			assert_int_equal(bh_release(f->bh, 1), 0); /* grants op, here */
+			assert_int_equal(in_flight(f->bh), 1);
+		} else if (how == 1) {
+			pthread_t th;
+
+			assert_int_equal(pthread_create(&th, NULL, release_one, f->bh), 0);
+			pthread_join(th, NULL);
+			assert_int_equal(in_flight(f->bh), 1);
+		} else {
+			assert_int_equal(bh_close(f->bh), 0); /* fails op: -ESHUTDOWN */
+		}
+		assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+		assert_int_equal(in_flight(f->bh), how == 2 ? 1 : 0);
+		assert_int_equal(stats_of(f->bh).over_released, 0);
+		assert_int_equal(tstats(f->t).waiting, 0);
+		/* the wake-up CQE is there; it must tell nobody */
+		struct io_uring_cqe *cqe;
+
+		assert_int_equal(io_uring_wait_cqe(&f->ring, &cqe), 0);
+		assert_true(bh_uring_reap(f->t, NULL, NULL) >= 1);
+		assert_int_equal(grants(), 0);
+		assert_int_equal(atomic_load(&thread_failed_line), 0);
+		if (how == 2)
+			assert_int_equal(bh_release(f->bh, 1), 0);
+		fix_free(f);
+	}
+}
+
+static void test_wait_free_permits_and_results(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 4, 0);
+	struct bh_uring_op op = { 0 }, big = { 0 };
+	struct io_uring_sqe *sqe;
+
+	(void)state;
+	grants_reset();
+	/* free permits: held at once, no callback */
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 0);
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(tstats(f->t).held, 1);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 2, &sqe), -EINVAL); /* not what it holds */
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).held, 0);
+	/* a shrink below n fails the waiter with -EINVAL */
+	assert_int_equal(bh_try_acquire(f->bh, 2), 0);
+	assert_int_equal(bh_uring_wait(f->t, &big, f->bh, 2, record_grant), 1);
+	submit(f, 1);
+	assert_int_equal(bh_set_limit(f->bh, 1), 0);
+	reap_grants(f, 1);
+	assert_ptr_equal(grant_order[0], &big);
+	assert_int_equal(grant_results[0], -EINVAL);
+	assert_int_equal(bh_uring_cancel(f->t, &big), -ENOENT); /* idle */
+	/* close fails it with -ESHUTDOWN */
+	assert_int_equal(bh_set_limit(f->bh, 2), 0);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	assert_int_equal(bh_close(f->bh), 0);
+	reap_grants(f, 1);
+	assert_int_equal(grant_results[1], -ESHUTDOWN);
+	assert_int_equal(bh_release(f->bh, 2), 0);
+	fix_free(f);
+}
+
+/* One release grants three waiters at once: their callbacks run oldest
+ * first, from one wake-up. */
+static void test_grants_delivered_oldest_first(void **state)
+{
+	struct fix *f = fix_new(8, 0, 3, 8, BH_FAIR);
+	struct bh_uring_op w[3] = { { 0 } };
+
+	(void)state;
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bh_uring_wait(f->t, &w[i], f->bh, 1, record_grant), 1);
+	assert_int_equal(bh_release(f->bh, 3), 0);
+	reap_grants(f, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_ptr_equal(grant_order[i], &w[i]);
+		assert_int_equal(bh_uring_cancel(f->t, &w[i]), 0); /* held: give back */
+	}
+	assert_int_equal(in_flight(f->bh), 0);
+	fix_free(f);
+}
+
+/* The wake-up poll ends (here: cancelled by the caller's own cancel-all; in
+ * life: CQ overflow). The tracker arms a new one, and a grant made before
+ * the new one reaches the kernel is still told: the eventfd stays readable
+ * and a poll armed on it fires at once. */
+static void test_wake_poll_rearmed(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe;
+	struct tally ty = { 0 };
+
+	(void)state;
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	submit(f, 1);
+	sqe = io_uring_get_sqe(&f->ring);
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	sqe->user_data = 9;
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 2); /* the poll's end + ours */
+	assert_int_equal(ty.foreign, 1);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1); /* a new poll, not yet submitted */
+	assert_int_equal(tstats(f->t).helpers, 1);
+	assert_int_equal(bh_release(f->bh, 1), 0); /* grant while no poll is armed */
+	reap_grants(f, 1);
+	assert_ptr_equal(grant_order[0], &op);
+	assert_int_equal(grant_results[0], 0);
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	fix_free(f);
+}
+
+/* Two rings on two threads, one bulkhead: the permit an op of ring A holds
+ * goes, when the kernel finishes that op and A reaps it, to an op waiting on
+ * ring B, whose owner is woken through its ring. */
+struct ring_a {
+	bulkhead_t *bh;
+	int pipe[2];
+	_Atomic int phase; /* 1: A holds the permit; 2: go */
+	uint64_t in_flight_seen;
+};
+
+static void *ring_a_main(void *arg)
+{
+	struct ring_a *a = arg;
+	struct io_uring ring;
+	bh_uring_t *t;
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe;
+	char b;
+
+	T_CHECK(io_uring_queue_init(8, &ring, 0) == 0);
+	T_CHECK(bh_uring_create(&ring, 0, &t) == 0);
+	T_CHECK(bh_uring_get_sqe(t, &op, a->bh, 1, &sqe) == 0);
+	io_uring_prep_read(sqe, a->pipe[0], &b, 1, 0);
+	T_CHECK(bh_uring_track(t, &op, BH_FOREVER) == 0);
+	T_CHECK(io_uring_submit(&ring) == 1);
+	atomic_store(&a->phase, 1);
+	while (atomic_load(&a->phase) != 2)
+		sched_yield();
+	T_CHECK(write(a->pipe[1], "x", 1) == 1);
+	T_CHECK(io_uring_submit_and_wait(&ring, 1) >= 0);
+	T_CHECK(bh_uring_reap(t, NULL, NULL) == 1); /* the release: grants B */
+	T_CHECK(!bh_uring_op_busy(&op));
+	T_CHECK(bh_uring_drain(t, BH_FOREVER, NULL, NULL) == 0);
+	T_CHECK(bh_uring_destroy(t) == 0);
+	io_uring_queue_exit(&ring);
+	return NULL;
+}
+
+static void test_two_rings_share_bulkhead(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, BH_FAIR);
+	struct ring_a a = { .bh = f->bh };
+	struct bh_uring_op op = { 0 };
+	pthread_t th;
+
+	(void)state;
+	grants_reset();
+	make_pipe(a.pipe);
+	assert_int_equal(pthread_create(&th, NULL, ring_a_main, &a), 0);
+	while (atomic_load(&a.phase) != 1 && !atomic_load(&thread_failed_line))
+		sched_yield();
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	submit(f, 1);
+	atomic_store(&a.phase, 2);
+	reap_grants(f, 1); /* blocks in ring B until A's reap grants us */
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&thread_failed_line), 0);
+	assert_ptr_equal(grant_order[0], &op);
+	assert_int_equal(in_flight(f->bh), 1); /* now ours */
+	track_nop(f, &op);
+	submit(f, 1);
+	assert_int_equal(feed_next(f, NULL), BH_URING_DONE);
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(a.pipe);
+	fix_free(f);
+}
+
+/* ---- ring flavours ---------------------------------------------------------- */
+
+/* The same rules on rings with big entries (SQE128, CQE32: the tracker
+ * indexes both arrays itself) and on an SQPOLL ring (the kernel thread
+ * consumes the SQ on its own; pending SQEs are still the tracker's to check). */
+static void flavour_round(unsigned flags)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	struct bh_uring_op ops[4] = { { 0 } }, *po[4] = { &ops[0], &ops[1], &ops[2], &ops[3] };
+	struct io_uring_sqe *sqes[4];
+	struct tally ty = { .base = ops };
+	int p[2], r;
+	char b;
+
+	assert_non_null(f);
+	r = ring_up(&f->ring, 16, 0, flags);
+	if (r == -EINVAL || r == -EPERM) {
+		free(f);
+		skip();
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(bh_uring_create(&f->ring, 0, &f->t), 0);
+	f->bh = make_bh(8, 0, 0);
+	make_pipe(p);
+	assert_int_equal(bh_uring_get_batch(f->t, po, 3, f->bh, 1, sqes), 3);
+	for (int i = 0; i < 3; i++)
+		io_uring_prep_nop(sqes[i]);
+	sqes[2]->flags |= IOSQE_CQE_SKIP_SUCCESS; /* refused, becomes a plain NOP */
+	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -EINVAL);
+	track_read(f, &ops[3], p[0], &b, bh_now_ns() + 3600 * BH_SEC);
+	assert_int_equal(in_flight(f->bh), 3);
+	assert_int_equal(io_uring_submit(&f->ring), 5);
+	while (ty.done < 2)
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0 &&
+			    bh_uring_reap(f->t, count_cqe, &ty) >= 0);
+	assert_int_equal(in_flight(f->bh), 1); /* the read, with its deadline */
+	assert_int_equal(bh_uring_cancel(f->t, &ops[3]), 0);
+	io_uring_submit(&f->ring);
+	while (ty.done < 3)
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0 &&
+			    bh_uring_reap(f->t, count_cqe, &ty) >= 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
+static void test_big_entries(void **state)
+{
+	(void)state;
+	flavour_round(IORING_SETUP_SQE128 | IORING_SETUP_CQE32);
+}
+
+static void test_sqpoll(void **state)
+{
+	(void)state;
+	flavour_round(IORING_SETUP_SQPOLL);
+}
+
+/* ---- cross-thread wake-up of a single-issuer ring ------------------------ */
+
+struct owner_ctx {
+	bulkhead_t *bh;
+	int submit_err;
+	bool granted, done, skipped;
+};
+
+static void owner_granted(struct bh_uring_op *op, int result)
+{
+	struct owner_ctx *oc = op->data;
+
+	oc->granted = result == 0;
+	if (result != 0)
+		atomic_store(&thread_failed_line, __LINE__);
+}
+
+/* Runs the ring on its own thread (the only one that may submit to a
+ * SINGLE_ISSUER ring); the permit it waits for is released elsewhere. */
+static void *owner_thread(void *arg)
+{
+	struct owner_ctx *oc = arg;
+	struct io_uring ring;
+	bh_uring_t *t;
+	struct bh_uring_op op = { .data = oc };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	int r = ring_up(&ring, 8, 0, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+
+	if (r == -EINVAL) {
+		oc->skipped = true;
+		return NULL;
+	}
+	T_CHECK(r == 0);
+	T_CHECK(bh_uring_create(&ring, 0, &t) == 0);
+	T_CHECK(bh_uring_wait(t, &op, oc->bh, 1, owner_granted) == 1);
+	while (!oc->granted && !atomic_load(&thread_failed_line)) { /* blocks in the kernel: no timeout, no polling */
+		r = io_uring_submit_and_wait(&ring, 1);
+		T_CHECK(r >= 0);
+		T_CHECK(bh_uring_reap(t, NULL, NULL) >= 0);
+	}
+	T_CHECK(bh_uring_get_sqe(t, &op, oc->bh, 1, &sqe) == 0);
+	io_uring_prep_nop(sqe);
+	T_CHECK(bh_uring_track(t, &op, BH_FOREVER) == 0);
+	oc->submit_err = io_uring_submit(&ring);
+	T_CHECK(io_uring_wait_cqe(&ring, &cqe) == 0);
+	T_CHECK(bh_uring_complete(t, cqe, NULL) == BH_URING_DONE);
+	io_uring_cqe_seen(&ring, cqe);
+	T_CHECK(bh_uring_drain(t, BH_FOREVER, NULL, NULL) == 0);
+	T_CHECK(bh_uring_destroy(t) == 0);
+	io_uring_queue_exit(&ring);
+	oc->done = true;
+	return NULL;
+}
+
+static void test_cross_thread_release_wakes_single_issuer_ring(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 4, BH_FAIR);
+	struct owner_ctx oc = { .bh = bh };
+	pthread_t th;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* held by this thread */
+	assert_int_equal(pthread_create(&th, NULL, owner_thread, &oc), 0);
+	while (!oc.skipped && !atomic_load(&thread_failed_line) && stats_of(bh).queued != 1)
+		sched_yield();
+	if (!oc.skipped)
+		assert_int_equal(bh_release(bh, 1), 0); /* wakes the owner's ring */
+	pthread_join(th, NULL);
+	if (oc.skipped) {
+		assert_int_equal(bh_release(bh, 1), 0);
+		bh_destroy(bh);
+		skip(); /* no SINGLE_ISSUER/DEFER_TASKRUN */
+	}
+	assert_int_equal(atomic_load(&thread_failed_line), 0);
+	assert_true(oc.done);
+	assert_int_equal(oc.submit_err, 1); /* not -EEXIST: the owner submitted */
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	bh_destroy(bh);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_busy_consumes_no_sqe),
+		cmocka_unit_test(test_full_sq_takes_no_permit),
+		cmocka_unit_test(test_pipe_reads_held_until_final_cqe),
+		cmocka_unit_test(test_cancel_holds_until_target_cqe),
+		cmocka_unit_test(test_cancel_of_completed_op),
+		cmocka_unit_test(test_multishot_poll_held_until_last),
+		cmocka_unit_test(test_multishot_accept),
+		cmocka_unit_test(test_send_zc_released_at_notification),
+		cmocka_unit_test(test_link_timeout_fires),
+		cmocka_unit_test(test_link_timeout_not_firing),
+		cmocka_unit_test(test_skip_success_refused),
+		cmocka_unit_test(test_track_refuses_broken_contracts),
+		cmocka_unit_test(test_chain_is_one_op),
+		cmocka_unit_test(test_batch_and_reap_coalesce),
+		cmocka_unit_test(test_foreign_cqes_pass_through),
+		cmocka_unit_test(test_cq_overflow_many_in_flight),
+		cmocka_unit_test(test_drain_at_shutdown),
+		cmocka_unit_test(test_drain_with_overflow),
+		cmocka_unit_test(test_waiters_fifo_and_cancel),
+		cmocka_unit_test(test_cancel_racing_grant),
+		cmocka_unit_test(test_wait_free_permits_and_results),
+		cmocka_unit_test(test_grants_delivered_oldest_first),
+		cmocka_unit_test(test_wake_poll_rearmed),
+		cmocka_unit_test(test_two_rings_share_bulkhead),
+		cmocka_unit_test(test_big_entries),
+		cmocka_unit_test(test_sqpoll),
+		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
+	};
+	struct io_uring probe;
+	int r = io_uring_queue_init(4, &probe, 0);
+
+	if (r < 0) {
+		printf("no io_uring here (%d): skip\n", r);
+		return 77;
+	}
+	io_uring_queue_exit(&probe);
+	alarm(300); /* a lost wake-up must fail the run, not hang it */
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
