@@ -20,7 +20,7 @@ stress_stress_pool_LDADD = src/libbhcore.la
 noinst_PROGRAMS += bench/bench_pool
 bench_bench_pool_SOURCES = bench/bench_pool.c
 bench_bench_pool_CFLAGS = $(AM_CFLAGS) -O2
-bench_bench_pool_LDADD = src/libbulkhead.la
+bench_bench_pool_LDADD = src/libbhcore.la # static: reaches the polling knob
 
 EXTRA_DIST += docs/pool.md
 dist_man_MANS += \

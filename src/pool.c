@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,7 @@ static void q_append(struct bh_pool *p, struct bh_task *t)
 		p->qhead = t;
 	p->qtail = t;
 	p->queued++;
+	atomic_store_explicit(&p->qlen, p->queued, memory_order_relaxed);
 }
 
 static void q_remove(struct bh_pool *p, struct bh_task *t)
@@ -145,6 +147,7 @@ static void q_remove(struct bh_pool *p, struct bh_task *t)
 		p->qtail = t->priv.prev;
 	t->priv.next = t->priv.prev = NULL;
 	p->queued--;
+	atomic_store_explicit(&p->qlen, p->queued, memory_order_relaxed);
 }
 
 static void w_push(struct bhp_worker **head, struct bhp_worker *w)
@@ -172,36 +175,113 @@ static uint64_t deadline_after(uint64_t now, uint64_t ns)
 	return ns >= BH_FOREVER - now ? BH_FOREVER : now + ns;
 }
 
-/* The worker joins the idle list; a thread above core may wait keep_alive. */
+/* The worker goes idle: it polls if polling pays and the pool has fewer than
+ * max_pollers polling, else it will sleep (and, above core, may wait only
+ * keep_alive). */
 static void idle_push(struct bh_pool *p, struct bhp_worker *w)
 {
-	w_push(&p->idle, w);
+	bool poll = p->spin_ns && p->npollers < p->max_pollers &&
+		    atomic_load_explicit(&p->spin_on, memory_order_relaxed);
+
 	w->idle = true;
 	w->keep_until = p->alive > p->core
 				? deadline_after(p->ops->now(p->ops->ctx), p->keep_alive_ns)
 				: BH_FOREVER;
-	atomic_store_explicit(&w->park, P_IDLE, memory_order_relaxed);
+	if (poll) {
+		w_push(&p->pollers, w);
+		p->npollers++;
+	} else {
+		w_push(&p->sleepers, w);
+	}
+	atomic_store_explicit(&w->park, poll ? P_POLL : P_IDLE, memory_order_relaxed);
+}
+
+/* A poller stops polling (it goes to sleep, or takes a task). */
+static void unpoll(struct bh_pool *p, struct bhp_worker *w)
+{
+	w_remove(&p->pollers, w);
+	p->npollers--;
 }
 
 /* A polling worker takes a task without a syscall on either side; else the
- * most recently idle one, whose cache is warm (and the coldest time out). */
+ * most recently idle sleeper, whose cache is warm (the coldest time out). */
 static struct bhp_worker *idle_pick(struct bh_pool *p)
 {
-	struct bhp_worker *s = atomic_load_explicit(&p->spinner, memory_order_relaxed);
-
-	return s && s->idle ? s : p->idle;
+	return p->pollers ? p->pollers : p->sleepers;
 }
 
-/* Take w off the idle list and give it t (NULL: leave). The exchange is
- * under the lock, so a worker whose keep-alive expires sees either P_GO or
- * itself still listed; it releases w->task to the worker's acquire load and
- * says whether the worker sleeps, i.e. needs a wake (after the unlock). */
+/* Take w off its list and give it t (NULL: leave). Under the lock, so a
+ * worker whose keep-alive expires, or a poller that stops, sees either P_GO
+ * or itself still listed. The exchange releases w->task to the worker's
+ * acquire load and says whether the worker sleeps, i.e. needs a wake. */
 static bool hand(struct bh_pool *p, struct bhp_worker *w, struct bh_task *t)
 {
-	w_remove(&p->idle, w);
+	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL)
+		unpoll(p, w);
+	else
+		w_remove(&p->sleepers, w);
 	w->idle = false;
 	w->task = t;
 	return atomic_exchange_explicit(&w->park, P_GO, memory_order_acq_rel) == P_SLEEP;
+}
+
+/* Futex words to wake once the lock is dropped. */
+#define WAKES_MAX 8
+struct wakes {
+	const struct bhp_ops *ops;
+	unsigned n;
+	_Atomic uint32_t *word[WAKES_MAX];
+};
+
+static void wakes_flush(struct wakes *wk)
+{
+	for (unsigned i = 0; i < wk->n; i++)
+		wk->ops->wake(wk->ops->ctx, wk->word[i], false);
+	wk->n = 0;
+}
+
+static void wakes_add(struct wakes *wk, _Atomic uint32_t *word)
+{
+	if (wk->n == WAKES_MAX)
+		wakes_flush(wk); /* rare: wake under the lock rather than lose one */
+	wk->word[wk->n++] = word;
+}
+
+static void enqueue(struct bh_pool *p, struct bh_task *t)
+{
+	advance(t, T_IDLE, T_QUEUED);
+	q_append(p, t);
+}
+
+static struct bh_task *dequeue(struct bh_pool *p)
+{
+	struct bh_task *t = p->qhead;
+
+	q_remove(p, t);
+	advance(t, T_QUEUED, T_RUNNING);
+	p->active++;
+	return t;
+}
+
+static void give(struct bh_pool *p, struct bhp_worker *w, struct bh_task *t, struct wakes *wk)
+{
+	if (hand(p, w, t))
+		wakes_add(wk, &w->park);
+}
+
+/* Work conservation: no task waits while a worker idles. Each poller takes
+ * one queued task by itself; tasks beyond that go to idle workers (force:
+ * all of them, pollers too). The wakes fall on whoever calls this, usually a
+ * worker that just took work, rarely the submitter. */
+static void balance_locked(struct bh_pool *p, struct wakes *wk, bool force)
+{
+	while (p->qhead && (force || p->queued > p->npollers)) {
+		struct bhp_worker *w = force ? idle_pick(p) : p->sleepers;
+
+		if (!w)
+			return;
+		give(p, w, dequeue(p), wk);
+	}
 }
 
 /* The worker is gone from the pool's point of view; its thread is joined
@@ -280,7 +360,7 @@ static int spawn(struct bh_pool *p, struct bh_task *t)
 	if (t) {
 		p->active++;
 	} else {
-		w_push(&p->idle, w);
+		w_push(&p->sleepers, w);
 		w->idle = true;
 	}
 	return 0;
@@ -346,25 +426,96 @@ static enum outcome run_task(struct bh_pool *p, struct bh_task *t)
 	return RAN_COMPLETED;
 }
 
-/* A polling worker: at most one at a time, and only when idle workers are
- * plentiful enough to matter. It saves the hand-off two syscalls and a
- * context switch when tasks arrive back to back. */
-static void spin(struct bh_pool *p, struct bhp_worker *w)
-{
-	struct bhp_worker *none = NULL;
-	uint64_t end;
+/* Idle workers poll, up to max_pollers at a time, when tasks come back to
+ * back: they take them without a syscall on either side. While a poller is
+ * idle, a new task is queued for it with no wake at all (up to one task per
+ * poller), so a fast submitter never pays for one; two pollers cover the
+ * moment when one of them is busy with the previous task. A poller pauses
+ * briefly, then polls with sched_yield until spin_ns is up: a yielding
+ * poller gives its CPU to whoever shares it (often the submitter, on a busy
+ * machine) instead of competing with it.
+ *
+ * Polling only pays when tasks arrive within spin_ns of a worker going
+ * idle; when they do not, it wastes CPU and, worse, makes the scheduler
+ * treat the worker as a CPU hog, so its wake-ups lose their preemption. So
+ * the pool learns: a poll that times out turns polling off; a sleeper that
+ * was handed a task sooner than spin_ns after it fell asleep turns it on. */
+#define POLL_PAUSES 64
 
-	if (!p->spin_ns || atomic_load_explicit(&w->park, memory_order_relaxed) != P_IDLE ||
-	    !atomic_compare_exchange_strong_explicit(&p->spinner, &none, w, memory_order_relaxed,
-						     memory_order_relaxed))
-		return;
-	end = bh_now_ns() + p->spin_ns;
-	for (uint32_t i = 1; atomic_load_explicit(&w->park, memory_order_relaxed) == P_IDLE; i++) {
-		bhi_cpu_relax();
-		if (i % 64 == 0 && bh_now_ns() >= end)
-			break;
+enum poll_result { POLL_HANDED, POLL_QUEUED, POLL_TIMEOUT };
+
+/* Relaxed loads: hints to go and look, under the lock or through P_GO's
+ * acquire. */
+static enum poll_result poll_work(struct bh_pool *p, struct bhp_worker *w)
+{
+	uint64_t end = p->ops->now(p->ops->ctx) + p->spin_ns;
+
+	for (uint32_t i = 0;; i++) {
+		if (atomic_load_explicit(&w->park, memory_order_relaxed) != P_POLL)
+			return POLL_HANDED;
+		if (atomic_load_explicit(&p->qlen, memory_order_relaxed))
+			return POLL_QUEUED;
+		if (i < POLL_PAUSES) {
+			bhi_cpu_relax();
+			continue;
+		}
+		if (p->ops->now(p->ops->ctx) >= end)
+			return POLL_TIMEOUT;
+		sched_yield();
 	}
-	atomic_store_explicit(&p->spinner, NULL, memory_order_relaxed);
+}
+
+/* Under the lock, so that a submitter that queued a task for this poller
+ * (it saw the poller listed, under the same lock) finds it taken: take the
+ * oldest queued task; or, when the time is up, go and sleep. NULL and still
+ * P_POLL: someone else took what was queued, poll on. */
+static struct bh_task *stop_polling(struct bh_pool *p, struct bhp_worker *w, bool expired)
+{
+	struct bh_task *t = NULL;
+
+	lock(p);
+	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL) {
+		if (p->qhead) {
+			unpoll(p, w);
+			w->idle = false;
+			atomic_store_explicit(&w->park, P_BUSY, memory_order_relaxed);
+			t = dequeue(p);
+		} else if (expired) {
+			unpoll(p, w);
+			w_push(&p->sleepers, w);
+			atomic_store_explicit(&w->park, P_IDLE, memory_order_relaxed);
+		}
+	}
+	unlock(p);
+	return t;
+}
+
+/* NULL: handed a task (P_GO) or time to sleep (P_IDLE): the caller looks. */
+static struct bh_task *poll_for_work(struct bh_pool *p, struct bhp_worker *w)
+{
+	while (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL) {
+		enum poll_result how = poll_work(p, w);
+		struct bh_task *t;
+
+		if (how == POLL_HANDED)
+			return NULL;
+		if (how == POLL_TIMEOUT)
+			atomic_store_explicit(&p->spin_on, false, memory_order_relaxed);
+		else
+			point(p, BHP_POLL_FOUND, NULL);
+		t = stop_polling(p, w, how == POLL_TIMEOUT);
+		if (t)
+			return t;
+	}
+	return NULL;
+}
+
+/* Handed a task after sleeping: had it come within spin_ns, polling would
+ * have caught it without the wake-up. */
+static void learn(struct bh_pool *p, uint64_t slept_at)
+{
+	if (slept_at && p->ops->now(p->ops->ctx) - slept_at < p->spin_ns)
+		atomic_store_explicit(&p->spin_on, true, memory_order_relaxed);
 }
 
 /* The keep-alive wait timed out. Leave when the pool has more than core
@@ -379,7 +530,7 @@ static bool keep(struct bh_pool *p, struct bhp_worker *w)
 	lock(p);
 	if (w->idle) {
 		if (p->alive > p->core || p->closing) {
-			w_remove(&p->idle, w);
+			w_remove(&p->sleepers, w);
 			w->idle = false;
 			leave_locked(p, w);
 			stay = false;
@@ -395,20 +546,27 @@ static bool keep(struct bh_pool *p, struct bhp_worker *w)
  * dismissed, or the keep-alive passes. NULL: the worker has left. */
 static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 {
+	uint64_t slept_at = 0;
+
 	for (;;) {
+		struct bh_task *t = poll_for_work(p, w);
 		uint32_t s;
 
-		spin(p, w);
+		if (t)
+			return t;
 		/* acquire: pairs with hand()'s exchange, w->task is visible */
 		s = atomic_load_explicit(&w->park, memory_order_acquire);
 		if (s == P_GO) {
 			atomic_store_explicit(&w->park, P_BUSY, memory_order_relaxed);
+			learn(p, slept_at);
 			return w->task;
 		}
 		if (s == P_IDLE &&
 		    !atomic_compare_exchange_strong_explicit(&w->park, &s, P_SLEEP, memory_order_acq_rel,
 							     memory_order_acquire))
 			continue;
+		if (p->spin_ns && !slept_at)
+			slept_at = p->ops->now(p->ops->ctx);
 		if (p->ops->wait(p->ops->ctx, BHP_WAIT_PARK, &w->park, P_SLEEP, w->keep_until) ==
 			    -ETIMEDOUT &&
 		    atomic_load_explicit(&w->park, memory_order_acquire) != P_GO && !keep(p, w))
@@ -418,15 +576,14 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 
 /* Under the lock: the next queued task, or go idle, or (closing, nothing
  * queued) leave. */
-static struct bh_task *next_locked(struct bh_pool *p, struct bhp_worker *w, bool *idle)
+static struct bh_task *next_locked(struct bh_pool *p, struct bhp_worker *w, bool *idle,
+				   struct wakes *wk)
 {
-	struct bh_task *t = p->qhead;
+	struct bh_task *t = NULL;
 
 	*idle = false;
-	if (t) {
-		q_remove(p, t);
-		advance(t, T_QUEUED, T_RUNNING);
-		p->active++;
+	if (p->qhead) {
+		t = dequeue(p);
 	} else if (p->closing) {
 		leave_locked(p, w);
 	} else {
@@ -458,11 +615,13 @@ static void *worker_main(void *arg)
 	t = w->start_idle ? park(p, w) : w->task;
 	while (t) {
 		enum outcome o = run_task(p, t);
+		struct wakes wk = { .ops = p->ops };
 
 		lock(p);
 		account_locked(p, o);
-		next = next_locked(p, w, &idle);
+		next = next_locked(p, w, &idle, &wk);
 		unlock(p);
+		wakes_flush(&wk);
 		/* The finished task's permit goes back only now that its room
 		 * (an idle worker or a queue slot) exists: so whoever gets the
 		 * permit finds the room (docs/pool.md, "permit means room"). */
@@ -479,27 +638,30 @@ static void *worker_main(void *arg)
 /* ---- placement ----------------------------------------------------------- */
 
 /* Under the lock, holding t's permit: the executor's order. Start a thread
- * below core; else hand to an idle thread or queue; else grow to max. The
- * permit guarantees one of them has room (docs/pool.md). Returns 0, or the
- * error of a thread that could not be created. *wake: a sleeper to wake. */
-static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker **wake)
+ * below core; else queue it for an idle poller (no wake) or hand it to an
+ * idle thread (the oldest queued task first: FIFO) or queue it; else grow to
+ * max. The permit guarantees one of them has room (docs/pool.md). Returns
+ * 0, or the error of a thread that could not be created. */
+static int place_locked(struct bh_pool *p, struct bh_task *t, struct wakes *wk)
 {
 	struct bhp_worker *w;
 	int r = -EBUSY;
 
 	if (p->alive < p->core && (r = spawn(p, t)) == 0)
 		return 0;
+	if (p->queued < p->npollers && p->queued < p->cap) {
+		enqueue(p, t);
+		return 0;
+	}
 	w = idle_pick(p);
 	if (w) {
-		advance(t, T_IDLE, T_RUNNING);
-		p->active++;
-		if (hand(p, w, t))
-			*wake = w;
+		enqueue(p, t);
+		give(p, w, dequeue(p), wk);
+		balance_locked(p, wk, false);
 		return 0;
 	}
 	if (p->queued < p->cap && p->alive > 0) {
-		advance(t, T_IDLE, T_QUEUED);
-		q_append(p, t);
+		enqueue(p, t);
 		return 0;
 	}
 	if (p->alive < p->max)
@@ -510,18 +672,17 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker 
 /* Holding a permit: place t, or give the permit back. */
 static int accept(struct bh_pool *p, struct bh_task *t)
 {
-	struct bhp_worker *wake = NULL;
+	struct wakes wk = { .ops = p->ops };
 	int r;
 
 	lock(p);
-	r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wake);
+	r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wk);
 	if (r == 0)
 		p->submitted++;
 	else if (r != -ESHUTDOWN)
 		p->no_thread++; /* counted with the rejections */
 	unlock(p);
-	if (wake)
-		p->ops->wake(p->ops->ctx, &wake->park, false);
+	wakes_flush(&wk);
 	if (r < 0)
 		bh_release(p->adm, 1);
 	return r;
@@ -588,8 +749,10 @@ static int swap_oldest(struct bh_pool *p, struct bh_task *t)
 	lock(p);
 	old = p->closing ? NULL : p->qhead;
 	if (!old) {
+		int r = p->closing ? -ESHUTDOWN : -ENOENT;
+
 		unlock(p);
-		return p->closing ? -ESHUTDOWN : -ENOENT;
+		return r;
 	}
 	q_remove(p, old);
 	plain = !is_call(old);
@@ -799,13 +962,13 @@ bool bh_task_cancelled(const struct bh_task *t)
 
 /* ---- shutdown ------------------------------------------------------------ */
 
-/* Under the lock: send every idle worker away (the queue is empty whenever
- * one is idle). They are counted out now; their threads are joined later. */
+/* Under the lock: send every idle worker away (balance_locked has emptied
+ * the queue). They are counted out now; their threads are joined later. */
 static void dismiss_idle_locked(struct bh_pool *p)
 {
 	struct bhp_worker *w;
 
-	while ((w = p->idle) != NULL) {
+	while ((w = idle_pick(p)) != NULL) {
 		bool sleeps = hand(p, w, NULL);
 
 		leave_locked(p, w);
@@ -844,6 +1007,7 @@ static struct bh_task *drop_queue_locked(struct bh_pool *p, uint32_t *n)
  * flag running tasks cancelled. Returns how many tasks were dropped. */
 static int close_pool(struct bh_pool *p, bool now)
 {
+	struct wakes wk = { .ops = p->ops };
 	struct bh_task *plain = NULL, *t, *next;
 	uint32_t n = 0;
 
@@ -857,8 +1021,10 @@ static int close_pool(struct bh_pool *p, bool now)
 		atomic_store_explicit(&p->stop_now, true, memory_order_relaxed);
 		plain = drop_queue_locked(p, &n);
 	}
+	balance_locked(p, &wk, true); /* what a poller was about to take */
 	dismiss_idle_locked(p);
 	unlock(p);
+	wakes_flush(&wk);
 	for (t = plain; t; t = next) {
 		next = t->priv.next;
 		if (t->done)
@@ -1040,6 +1206,8 @@ int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_p
 	p->policy = cfg->policy;
 	p->keep_alive_ns = cfg->keep_alive_ns;
 	p->spin_ns = ops == &bhp_real_ops ? BHI_SPIN_NS : 0; /* fake clocks never spin */
+	atomic_init(&p->spin_on, true);
+	p->max_pollers = 2;
 	set_name(p, cfg->name);
 	for (uint32_t i = p->max; i-- > 0;) {
 		p->workers[i].pool = p;
@@ -1062,6 +1230,7 @@ void bhp_set_spin_ns(bh_pool_t *p, uint64_t ns)
 {
 	p->spin_ns = ns;
 }
+
 
 void bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 {

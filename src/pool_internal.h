@@ -29,12 +29,15 @@ enum bhp_phase {
 #define TF_SLEEPING 16u  /* ...in the kernel: a final phase needs a wake */
 #define TF_ABANDONED 32u /* the caller gave up */
 
-/* A worker's futex word. */
+/* A worker's futex word. P_BUSY -> P_POLL/P_IDLE and P_POLL -> P_IDLE/P_BUSY
+ * happen under the pool lock, and so does every move to P_GO; the worker
+ * alone moves P_IDLE -> P_SLEEP and P_GO -> P_BUSY. */
 enum bhp_park {
 	P_BUSY,  /* running, or about to */
-	P_IDLE,  /* on the idle list, may be spinning */
-	P_SLEEP, /* on the idle list, in or entering the kernel */
-	P_GO,    /* taken off the idle list: w->task to run, or NULL to exit */
+	P_POLL,  /* idle, on the pollers list, polling for work */
+	P_IDLE,  /* idle, on the sleepers list, about to sleep */
+	P_SLEEP, /* idle, on the sleepers list, in or entering the kernel */
+	P_GO,    /* taken off its list: w->task to run, or NULL to leave */
 };
 
 /* What a wait is for, so a fake can tell them apart. */
@@ -50,6 +53,7 @@ enum bhp_point {
 	BHP_PARK_TIMEOUT,  /* a worker: its keep-alive wait timed out */
 	BHP_ABANDON,       /* a caller: its wait timed out, about to give up */
 	BHP_WORKER_EXIT,   /* a worker: about to leave the pool */
+	BHP_POLL_FOUND,    /* a poller: saw tasks queued, about to take the lock */
 };
 
 /* Wait, wake, clock and thread creation, injectable so tests can drive
@@ -74,13 +78,13 @@ extern const struct bhp_ops bhp_real_ops;
 struct bhp_worker {
 	_Alignas(BH_CACHELINE) _Atomic uint32_t park; /* enum bhp_park */
 	struct bh_task *task;                /* handed over with P_GO (NULL: exit) */
-	struct bhp_worker *next, *prev;      /* idle list, or spare list */
+	struct bhp_worker *next, *prev;      /* pollers, sleepers or spare list */
 	struct bh_pool *pool;
 	uint64_t keep_until;                 /* park deadline (BH_FOREVER: core) */
 	pthread_t tid;
 	uint32_t slot;                       /* S_FREE, S_LIVE, S_ZOMBIE */
 	uint32_t num;                        /* for the thread name */
-	bool idle;                           /* on the idle list */
+	bool idle;                           /* on pollers or sleepers */
 	bool start_idle;                     /* started without a task (PRESTART) */
 };
 
@@ -93,20 +97,23 @@ struct bh_pool {
 	uint32_t core, max, cap;
 	enum bh_pool_policy policy;
 	uint64_t keep_alive_ns;
-	uint64_t spin_ns; /* how long one idle worker polls before sleeping */
+	uint64_t spin_ns;     /* how long an idle worker polls before sleeping */
+	uint32_t max_pollers; /* idle workers polling at once, at most */
 	pthread_attr_t attr; /* stack size */
 	char name[16];
 	_Atomic bool stop_now;                   /* bh_pool_shutdown_now: tasks cancelled */
-	_Atomic(struct bhp_worker *) spinner;    /* the idle worker polling, if any */
+	_Atomic bool spin_on;                    /* polling has been paying off */
 	_Atomic uint32_t exits;                  /* futex: bumped when a worker leaves */
+	_Atomic uint32_t qlen;                   /* = queued, for pollers to read */
 
 	/* Everything below is under lock. */
 	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
 	struct bh_task *qhead, *qtail; /* FIFO */
-	struct bhp_worker *idle;       /* LIFO: the warmest first, the coldest time out */
+	struct bhp_worker *pollers;    /* idle and polling: queued tasks are theirs */
+	struct bhp_worker *sleepers;   /* idle, LIFO: the warmest first, the coldest time out */
 	struct bhp_worker *spare;      /* free and zombie (exited, unjoined) slots */
 	bool closing;
-	uint32_t alive, active, queued, largest, abandoned_running, nthreads;
+	uint32_t alive, active, queued, largest, abandoned_running, nthreads, npollers;
 	uint64_t submitted, completed, abandoned, discarded, caller_ran, no_thread;
 
 	struct bhp_worker workers[];

@@ -26,6 +26,7 @@ struct vsync {
 	int (*call_hook)(struct vsync *v, unsigned n);
 	unsigned call_waits;
 	int fail_create; /* so many thread creations fail with -EAGAIN */
+	unsigned wakes;  /* wake calls, all words */
 	void (*point)(struct vsync *v, enum bhp_point p, struct bh_task *t);
 	void *user;
 };
@@ -63,6 +64,7 @@ static void vs_wake(void *ctx, _Atomic uint32_t *word, bool all)
 	(void)word;
 	(void)all;
 	pthread_mutex_lock(&v->m);
+	v->wakes++;
 	pthread_cond_broadcast(&v->c);
 	pthread_mutex_unlock(&v->m);
 }
@@ -289,6 +291,26 @@ static int count_threads(const char *prefix)
 		fclose(f);
 	}
 	closedir(d);
+	return n;
+}
+
+static unsigned vs_wakes(struct vsync *v)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&v->m);
+	n = v->wakes;
+	pthread_mutex_unlock(&v->m);
+	return n;
+}
+
+static uint32_t npollers(bh_pool_t *p)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->npollers;
+	pthread_mutex_unlock(&p->lock);
 	return n;
 }
 
@@ -803,6 +825,158 @@ static void test_keepalive_races_handoff(void **state)
 	vs_advance(&v, 10 * BH_SEC);
 	AWAIT(pstats(handed_pool).alive == 0);
 	bh_pool_destroy(handed_pool);
+}
+
+/* ---- polling idle workers ----------------------------------------------------------- */
+
+/* An idle worker polls (on the virtual clock here): a task queued for it is
+ * taken with no wake at all. When polling stops paying (spin_ns passes with
+ * nothing), it sleeps and polling is off; a task handed to a sleeper soon
+ * after it fell asleep turns polling back on. */
+static void test_poller_takes_work_without_wake(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask t[4];
+	unsigned wakes;
+
+	(void)state;
+	vs_init(&v);
+	p = make_pool(1, 1, 2, BH_POOL_ABORT, &v);
+	bhp_set_spin_ns(p, BH_SEC);
+	for (int i = 0; i < 4; i++)
+		tt_init(&t[i], NULL);
+	assert_int_equal(bh_pool_submit(p, &t[0].task), 0);
+	AWAIT(t[0].dones == 1 && npollers(p) == 1);
+	wakes = vs_wakes(&v);
+	assert_int_equal(bh_pool_submit(p, &t[1].task), 0); /* queued for the poller */
+	AWAIT(t[1].dones == 1 && npollers(p) == 1);
+	assert_int_equal(vs_wakes(&v), wakes); /* nobody was woken */
+	assert_true(pthread_equal(t[1].ran_on, t[0].ran_on));
+	vs_advance(&v, BH_SEC); /* polling stops paying: sleep */
+	vs_await(&v, BHP_WAIT_PARK, 1);
+	assert_int_equal(npollers(p), 0);
+	assert_false(atomic_load(&p->spin_on));
+	assert_int_equal(bh_pool_submit(p, &t[2].task), 0); /* handed over, woken */
+	AWAIT(t[2].dones == 1);
+	assert_true(vs_wakes(&v) > wakes);
+	assert_true(atomic_load(&p->spin_on)); /* it came at once: poll again */
+	AWAIT(npollers(p) == 1);
+	assert_int_equal(bh_pool_submit(p, &t[3].task), 0);
+	AWAIT(t[3].dones == 1);
+	assert_int_equal(pstats(p).completed, 4);
+	bh_pool_destroy(p);
+}
+
+/* Holds a poller that has seen queued work, before it takes the lock. */
+static _Atomic int found_hold, found_go;
+static void point_hold_found(struct vsync *v, enum bhp_point where, struct bh_task *t)
+{
+	(void)v;
+	(void)t;
+	if (where != BHP_POLL_FOUND || atomic_load(&found_go))
+		return;
+	atomic_store(&found_hold, 1);
+	while (!atomic_load(&found_go))
+		sched_yield();
+}
+
+/* One poller, one sleeper. A task queued for the poller, then a second one
+ * while the poller has seen the first but not taken it: the second goes to
+ * the sleeper (the poller is handed the oldest), both run at once. */
+static void test_backlog_goes_to_sleepers(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b, g1, g2;
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	p = make_pool(2, 2, 4, BH_POOL_ABORT, &v);
+	bhp_set_spin_ns(p, BH_SEC);
+	p->max_pollers = 1;
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	tt_init(&g1, &g);
+	tt_init(&g2, &g);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	AWAIT(a.dones == 1 && b.dones == 1);
+	vs_await(&v, BHP_WAIT_PARK, 1);
+	AWAIT(npollers(p) == 1);
+	atomic_store(&found_hold, 0);
+	atomic_store(&found_go, 0);
+	v.point = point_hold_found;
+	assert_int_equal(bh_pool_submit(p, &g1.task), 0);
+	AWAIT(atomic_load(&found_hold));
+	assert_int_equal(bh_pool_submit(p, &g2.task), 0);
+	atomic_store(&found_go, 1);
+	AWAIT(g1.started && g2.started); /* both run while the gate is shut */
+	assert_false(pthread_equal(g1.ran_on, g2.ran_on));
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 4);
+	bh_pool_destroy(p);
+}
+
+/* A task queued for the poller, seen but not taken, and a newcomer handed to
+ * that same poller: the poller gets the oldest, the newcomer queues. FIFO. */
+static void test_handoff_keeps_fifo(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, t1, t2;
+
+	(void)state;
+	vs_init(&v);
+	p = make_pool(1, 1, 2, BH_POOL_ABORT, &v);
+	bhp_set_spin_ns(p, BH_SEC);
+	tt_init(&a, NULL);
+	tt_init(&t1, NULL);
+	tt_init(&t2, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.dones == 1 && npollers(p) == 1);
+	atomic_store(&found_hold, 0);
+	atomic_store(&found_go, 0);
+	v.point = point_hold_found;
+	assert_int_equal(bh_pool_submit(p, &t1.task), 0);
+	AWAIT(atomic_load(&found_hold));
+	assert_int_equal(bh_pool_submit(p, &t2.task), 0);
+	atomic_store(&found_go, 1);
+	AWAIT(t1.dones == 1 && t2.dones == 1);
+	assert_true(t1.start_order < t2.start_order);
+	bh_pool_destroy(p);
+}
+
+/* Graceful shutdown then: the task still runs. */
+static void test_shutdown_with_work_queued_for_poller(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b;
+
+	(void)state;
+	vs_init(&v);
+	p = make_pool(1, 1, 2, BH_POOL_ABORT, &v);
+	bhp_set_spin_ns(p, BH_SEC);
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.dones == 1 && npollers(p) == 1);
+	/* the task sits queued for a poller that has seen it, not taken it */
+	atomic_store(&found_hold, 0);
+	atomic_store(&found_go, 0);
+	v.point = point_hold_found;
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	AWAIT(atomic_load(&found_hold));
+	assert_int_equal(pstats(p).queued, 1);
+	assert_int_equal(bh_pool_shutdown(p, 0), 1); /* handed to the poller */
+	atomic_store(&found_go, 1);
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, 0);
+	bh_pool_destroy(p);
 }
 
 /* ---- calls and deadlines ----------------------------------------------------------- */
@@ -1406,6 +1580,10 @@ int main(void)
 		cmocka_unit_test(test_discard_oldest_policy),
 		cmocka_unit_test(test_keepalive_shrinks_to_core),
 		cmocka_unit_test(test_keepalive_races_handoff),
+		cmocka_unit_test(test_poller_takes_work_without_wake),
+		cmocka_unit_test(test_backlog_goes_to_sleepers),
+		cmocka_unit_test(test_handoff_keeps_fifo),
+		cmocka_unit_test(test_shutdown_with_work_queued_for_poller),
 		cmocka_unit_test(test_call_completes),
 		cmocka_unit_test(test_deadline_keeps_slot),
 		cmocka_unit_test(test_timeout_vs_completion),
