@@ -10,6 +10,20 @@ tests_test_pool_LDADD = $(TEST_LIBS)
 TESTS += tests/test_pool
 endif
 
+# <bulkhead/pool.h> compiles and links as C++.
+if HAVE_CXX
+check_PROGRAMS += tests/test_pool_cxx
+tests_test_pool_cxx_SOURCES = tests/test_pool_cxx.cc
+tests_test_pool_cxx_CXXFLAGS = -Wall -Wextra -Werror $(BH_SAN_FLAGS)
+tests_test_pool_cxx_LDADD = src/libbulkhead.la
+TESTS += tests/test_pool_cxx
+endif
+
+# A small real program a user can copy (built, not run).
+noinst_PROGRAMS += examples/pool_lookup
+examples_pool_lookup_SOURCES = examples/pool_lookup.c
+examples_pool_lookup_LDADD = src/libbulkhead.la
+
 # Run by the stress suite (stress/local.mk), normal and sanitized; built by
 # `make` here too, so it never rots.
 STRESS_PROGS += stress/stress_pool

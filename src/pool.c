@@ -17,8 +17,6 @@
 
 #include "pool_internal.h"
 
-enum outcome { RAN_COMPLETED, RAN_ABANDONED };
-
 /* The pool worker running on this thread, if any. */
 static __thread struct bhp_worker *bhp_self;
 
@@ -182,12 +180,12 @@ static void idle_push(struct bh_pool *p, struct bhp_worker *w)
 {
 	bool poll = p->spin_ns && p->npollers < p->max_pollers &&
 		    atomic_load_explicit(&p->spin_on, memory_order_relaxed);
+	uint64_t now = poll || p->alive > p->core ? p->ops->now(p->ops->ctx) : 0;
 
 	w->idle = true;
-	w->keep_until = p->alive > p->core
-				? deadline_after(p->ops->now(p->ops->ctx), p->keep_alive_ns)
-				: BH_FOREVER;
+	w->keep_until = p->alive > p->core ? deadline_after(now, p->keep_alive_ns) : BH_FOREVER;
 	if (poll) {
+		w->poll_until = deadline_after(now, p->spin_ns);
 		w_push(&p->pollers, w);
 		p->npollers++;
 	} else {
@@ -394,36 +392,56 @@ static void signal_exit(struct bh_pool *p)
 
 /* ---- running a task -------------------------------------------------------- */
 
-/* Run t and report it. A plain task is reported to done (or, without done,
- * by run's return: run may have freed it, so it is not touched again). A
- * call publishes T_DONE; the flags that come back say whether its caller
- * gave up (then done gets it) or sleeps (then it needs a wake, which uses
- * the address only: the caller may already have freed the task). */
-static enum outcome run_task(struct bh_pool *p, struct bh_task *t)
-{
-	bh_task_done_fn *done = t->done;
-	uint32_t old;
+/* What the worker keeps of a task once run returns: a plain task without
+ * done may have freed itself, so it is not touched again. */
+struct ran {
+	bh_task_done_fn *done;
+	uint32_t flags; /* a call's state flags when T_DONE was published */
+	bool call;
+};
 
-	if (!is_call(t)) {
-		t->run(t);
-		point(p, BHP_AFTER_RUN, t);
-		if (done)
-			done(t, 0);
-		return RAN_COMPLETED;
-	}
+static void run_task(struct bh_pool *p, struct bh_task *t, struct ran *r)
+{
+	r->done = t->done;
+	r->call = is_call(t);
 	t->run(t);
 	point(p, BHP_AFTER_RUN, t);
-	/* acq_rel: release pairs with the caller's acquire load of T_DONE (it
-	 * sees what run wrote); acquire pairs with its TF_ABANDONED CAS. */
-	old = atomic_fetch_add_explicit(tstate(t), T_DONE - T_RUNNING, memory_order_acq_rel);
-	if (old & TF_ABANDONED) {
-		if (done)
-			done(t, -ETIMEDOUT);
-		return RAN_ABANDONED;
+}
+
+/* Under the lock: the task is over; it counts as completed or abandoned in
+ * the same critical section, so a caller released by T_DONE, or a done
+ * callback, always finds itself counted. A call publishes T_DONE: acq_rel,
+ * release pairing with the caller's acquire load (it sees what run wrote),
+ * acquire with its TF_ABANDONED CAS. Exactly one of the two lands first. */
+static void finish_locked(struct bh_pool *p, struct bh_task *t, struct ran *r)
+{
+	p->active--;
+	if (r->call) {
+		r->flags = atomic_fetch_add_explicit(tstate(t), T_DONE - T_RUNNING,
+						     memory_order_acq_rel);
+		if (r->flags & TF_ABANDONED) {
+			p->abandoned_running--;
+			return;
+		}
 	}
-	if (old & TF_SLEEPING)
+	p->completed++;
+}
+
+/* After the unlock: report the task. A caller that gave up left it to done;
+ * a sleeping caller is woken, by address only: once T_DONE is out it may
+ * have returned and freed the task, and a wake on a reused address is a
+ * spurious wake for its new owner. */
+static void report(struct bh_pool *p, struct bh_task *t, const struct ran *r)
+{
+	if (!r->call) {
+		if (r->done)
+			r->done(t, 0);
+	} else if (r->flags & TF_ABANDONED) {
+		if (r->done)
+			r->done(t, -ETIMEDOUT);
+	} else if (r->flags & TF_SLEEPING) {
 		p->ops->wake(p->ops->ctx, tstate(t), false);
-	return RAN_COMPLETED;
+	}
 }
 
 /* Idle workers poll, up to max_pollers at a time, when tasks come back to
@@ -448,8 +466,6 @@ enum poll_result { POLL_HANDED, POLL_QUEUED, POLL_TIMEOUT };
  * acquire. */
 static enum poll_result poll_work(struct bh_pool *p, struct bhp_worker *w)
 {
-	uint64_t end = p->ops->now(p->ops->ctx) + p->spin_ns;
-
 	for (uint32_t i = 0;; i++) {
 		if (atomic_load_explicit(&w->park, memory_order_relaxed) != P_POLL)
 			return POLL_HANDED;
@@ -459,7 +475,7 @@ static enum poll_result poll_work(struct bh_pool *p, struct bhp_worker *w)
 			bhi_cpu_relax();
 			continue;
 		}
-		if (p->ops->now(p->ops->ctx) >= end)
+		if (p->ops->now(p->ops->ctx) >= w->poll_until)
 			return POLL_TIMEOUT;
 		sched_yield();
 	}
@@ -575,9 +591,9 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 }
 
 /* Under the lock: the next queued task, or go idle, or (closing, nothing
- * queued) leave. */
-static struct bh_task *next_locked(struct bh_pool *p, struct bhp_worker *w, bool *idle,
-				   struct wakes *wk)
+ * queued) leave. (Idle workers exist only when nothing waits beyond what
+ * pollers will take, so taking a task never leaves one stranded.) */
+static struct bh_task *next_locked(struct bh_pool *p, struct bhp_worker *w, bool *idle)
 {
 	struct bh_task *t = NULL;
 
@@ -593,15 +609,6 @@ static struct bh_task *next_locked(struct bh_pool *p, struct bhp_worker *w, bool
 	return t;
 }
 
-static void account_locked(struct bh_pool *p, enum outcome o)
-{
-	p->active--;
-	if (o == RAN_COMPLETED)
-		p->completed++;
-	else
-		p->abandoned_running--;
-}
-
 static void *worker_main(void *arg)
 {
 	struct bhp_worker *w = arg;
@@ -614,17 +621,19 @@ static void *worker_main(void *arg)
 	/* Listed idle from the start: w->task belongs to hand() until P_GO. */
 	t = w->start_idle ? park(p, w) : w->task;
 	while (t) {
-		enum outcome o = run_task(p, t);
-		struct wakes wk = { .ops = p->ops };
+		struct ran r;
 
+		run_task(p, t, &r);
 		lock(p);
-		account_locked(p, o);
-		next = next_locked(p, w, &idle, &wk);
+		finish_locked(p, t, &r);
+		next = next_locked(p, w, &idle);
 		unlock(p);
-		wakes_flush(&wk);
+		report(p, t, &r);
 		/* The finished task's permit goes back only now that its room
-		 * (an idle worker or a queue slot) exists: so whoever gets the
-		 * permit finds the room (docs/pool.md, "permit means room"). */
+		 * (an idle worker or a queue slot) exists, so whoever gets the
+		 * permit finds the room (docs/pool.md, "a permit means room");
+		 * and after done, so at most max_threads + queue_capacity tasks
+		 * are ever unreported. */
 		bh_release(p->adm, 1);
 		t = next;
 		if (!t && idle)

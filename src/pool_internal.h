@@ -81,6 +81,7 @@ struct bhp_worker {
 	struct bhp_worker *next, *prev;      /* pollers, sleepers or spare list */
 	struct bh_pool *pool;
 	uint64_t keep_until;                 /* park deadline (BH_FOREVER: core) */
+	uint64_t poll_until;                 /* end of polling, set on going idle */
 	pthread_t tid;
 	uint32_t slot;                       /* S_FREE, S_LIVE, S_ZOMBIE */
 	uint32_t num;                        /* for the thread name */

@@ -264,6 +264,20 @@ static int count_threads(const char *prefix)
 	return n;
 }
 
+/* The kernel wakes pthread_join (the tid clear on exit) a moment before the
+ * thread leaves /proc: give it up to a second to catch up. */
+static bool threads_settle(const char *prefix, int want)
+{
+	uint64_t end = now_ns() + BH_SEC;
+
+	while (count_threads(prefix) != want) {
+		if (now_ns() > end)
+			return false;
+		sleep_ns(BH_MSEC);
+	}
+	return true;
+}
+
 static void check_snapshot(const struct round *r, const struct bh_pool_stats *st,
 			   const struct bh_pool_stats *prev)
 {
@@ -458,8 +472,8 @@ static void run_round(unsigned idx, uint64_t *seed, uint64_t round_ns, int base_
 	check(atomic_load(&r->running) == 0, "a task still running after shutdown");
 	check(bh_pool_destroy(r->pool) == 0, "destroy failed");
 	snprintf(prefix, sizeof(prefix), "%s-", r->name);
-	check(count_threads(prefix) == 0, "a pool thread left behind");
-	check(count_threads("") == base_threads, "the process has more threads than before");
+	check(threads_settle(prefix, 0), "a pool thread left behind");
+	check(threads_settle("", base_threads), "the process has more threads than before");
 	check_records(r, &st);
 out:
 	free(r->recs);
