@@ -88,12 +88,16 @@ static inline uint32_t phase(uint32_t s)
 	return s & T_PHASE;
 }
 
-/* Move a task to a later phase; the flags ride along. Relaxed: these moves
+/* Move a call to a later phase; the flags ride along (its caller may set
+ * TF_SLEEPING meanwhile, hence the read-modify-write). Relaxed: these moves
  * happen under the pool lock and publish nothing to the caller (T_DONE and
- * T_DROPPED, which do, are published with acq_rel elsewhere). */
+ * T_DROPPED, which do, are published with acq_rel elsewhere). A plain task's
+ * phase is read by nobody: it is not kept, which saves two locked
+ * instructions per task. */
 static inline void advance(struct bh_task *t, enum bhp_phase from, enum bhp_phase to)
 {
-	atomic_fetch_add_explicit(tstate(t), (uint32_t)(to - from), memory_order_relaxed);
+	if (atomic_load_explicit(tstate(t), memory_order_relaxed) & TF_CALL)
+		atomic_fetch_add_explicit(tstate(t), (uint32_t)(to - from), memory_order_relaxed);
 }
 
 static void prepare(struct bh_pool *p, struct bh_task *t, uint32_t flags)
@@ -346,7 +350,7 @@ static int spawn(struct bh_pool *p, struct bh_task *t)
 	r = p->ops->create(p->ops->ctx, &w->tid, &p->attr, worker_main, w);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0) {
-		if (t)
+		if (t && is_call(t))
 			atomic_fetch_sub_explicit(tstate(t), T_RUNNING - T_IDLE, memory_order_relaxed);
 		w->slot = S_FREE;
 		w_push(&p->spare, w);
