@@ -7,6 +7,7 @@
  *   cc pool_lookup.c $(pkg-config --cflags --libs bulkhead) -o pool_lookup
  *   ./pool_lookup localhost example.com
  */
+#define _POSIX_C_SOURCE 200809L /* getaddrinfo, under -std=c11 too */
 #include <bulkhead/pool.h>
 #include <errno.h>
 #include <netdb.h>
