@@ -44,7 +44,7 @@ static void lookup_free(struct bh_task *t, int status)
 static void resolve(bh_pool_t *dns, const char *host)
 {
 	struct lookup *l = calloc(1, sizeof(*l));
-	char addr[NI_MAXHOST];
+	char addr[64]; /* a numeric IPv6 address fits (INET6_ADDRSTRLEN is 46) */
 	int r;
 
 	if (!l)
