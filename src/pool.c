@@ -2,7 +2,7 @@
  * protocol: admission, placement, hand-off, the task state word, and why
  * every task is reported exactly once. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* pthread_setname_np, PTHREAD_MUTEX_ADAPTIVE_NP */
+#define _GNU_SOURCE /* pthread_setname_np */
 #endif
 #include <errno.h>
 #include <limits.h>
@@ -134,7 +134,6 @@ static void q_append(struct bh_pool *p, struct bh_task *t)
 		p->qhead = t;
 	p->qtail = t;
 	p->queued++;
-	atomic_store_explicit(&p->qlen, p->queued, memory_order_relaxed);
 }
 
 static void q_remove(struct bh_pool *p, struct bh_task *t)
@@ -149,7 +148,6 @@ static void q_remove(struct bh_pool *p, struct bh_task *t)
 		p->qtail = t->priv.prev;
 	t->priv.next = t->priv.prev = NULL;
 	p->queued--;
-	atomic_store_explicit(&p->qlen, p->queued, memory_order_relaxed);
 }
 
 static void w_push(struct bhp_worker **head, struct bhp_worker *w)
@@ -179,17 +177,16 @@ static uint64_t deadline_after(uint64_t now, uint64_t ns)
 
 /* The worker goes idle: it polls if polling pays and the pool has fewer than
  * max_pollers polling, else it will sleep (and, above core, may wait only
- * keep_alive). */
+ * keep_alive). The deadlines themselves are read from the clock by the
+ * worker after the unlock: no clock read inside a critical section. */
 static void idle_push(struct bh_pool *p, struct bhp_worker *w)
 {
 	bool poll = p->spin_ns && p->npollers < p->max_pollers &&
 		    atomic_load_explicit(&p->spin_on, memory_order_relaxed);
-	uint64_t now = poll || p->alive > p->core ? p->ops->now(p->ops->ctx) : 0;
 
 	w->idle = true;
-	w->keep_until = p->alive > p->core ? deadline_after(now, p->keep_alive_ns) : BH_FOREVER;
+	w->above_core = p->alive > p->core;
 	if (poll) {
-		w->poll_until = deadline_after(now, p->spin_ns);
 		w_push(&p->pollers, w);
 		p->npollers++;
 	} else {
@@ -271,21 +268,6 @@ static void give(struct bh_pool *p, struct bhp_worker *w, struct bh_task *t, str
 		wakes_add(wk, &w->park);
 }
 
-/* Work conservation: no task waits while a worker idles. Each poller takes
- * one queued task by itself; tasks beyond that go to idle workers (force:
- * all of them, pollers too). The wakes fall on whoever calls this, usually a
- * worker that just took work, rarely the submitter. */
-static void balance_locked(struct bh_pool *p, struct wakes *wk, bool force)
-{
-	while (p->qhead && (force || p->queued > p->npollers)) {
-		struct bhp_worker *w = force ? idle_pick(p) : p->sleepers;
-
-		if (!w)
-			return;
-		give(p, w, dequeue(p), wk);
-	}
-}
-
 /* The worker is gone from the pool's point of view; its thread is joined
  * when the slot is reused or at shutdown. */
 static void leave_locked(struct bh_pool *p, struct bhp_worker *w)
@@ -340,7 +322,7 @@ static int spawn(struct bh_pool *p, struct bh_task *t)
 	w->task = t;
 	w->idle = false;
 	w->start_idle = !t;
-	w->keep_until = BH_FOREVER;
+	w->above_core = false; /* started below core (PRESTART) or with a task */
 	w->num = ++p->nthreads;
 	atomic_store_explicit(&w->park, t ? P_BUSY : P_IDLE, memory_order_relaxed);
 	if (t)
@@ -392,6 +374,77 @@ static void signal_exit(struct bh_pool *p)
 	 * (it re-reads alive under the lock anyway) */
 	atomic_fetch_add_explicit(&p->exits, 1, memory_order_release);
 	p->ops->wake(p->ops->ctx, &p->exits, true);
+}
+
+/* ---- permits ------------------------------------------------------------- */
+
+/*
+ * Every admitted task holds one of the admission bulkhead's permits. Taking
+ * and returning one per task would cost a cross-core cache-line transfer of
+ * the bulkhead's word on each side (a quarter of the tiny-task throughput,
+ * measured), so the pool keeps the permits of finished tasks in a small
+ * cache under its lock, which the submitter and the worker hold anyway:
+ * a worker puts its permit there in the critical section that makes room,
+ * a submitter takes one from there in the critical section that places its
+ * task. The bulkhead still bounds every permit, cached or held; it counts
+ * at most CACHE_MAX more than the pool holds, and the pool's own counters
+ * stay exact. A full bulkhead with an empty cache refuses without the lock.
+ */
+#define CACHE_MAX 32
+
+static void cache_put_locked(struct bh_pool *p)
+{
+	p->cached++;
+	atomic_store_explicit(&p->cached_hint, p->cached, memory_order_relaxed);
+}
+
+static bool cache_take_locked(struct bh_pool *p)
+{
+	if (!p->cached)
+		return false;
+	p->cached--;
+	atomic_store_explicit(&p->cached_hint, p->cached, memory_order_relaxed);
+	return true;
+}
+
+/* Permits above CACHE_MAX go back to the bulkhead (after the unlock). */
+static uint32_t cache_trim_locked(struct bh_pool *p)
+{
+	uint32_t n = 0;
+
+	if (p->cached > CACHE_MAX) {
+		n = p->cached - CACHE_MAX / 2;
+		p->cached -= n;
+		atomic_store_explicit(&p->cached_hint, p->cached, memory_order_relaxed);
+	}
+	return n;
+}
+
+/* Under the lock: a permit from the cache, else from the bulkhead. 0,
+ * -EBUSY (full) or -ESHUTDOWN. */
+static int permit_locked(struct bh_pool *p)
+{
+	if (cache_take_locked(p))
+		return 0;
+	return bh_try_acquire(p->adm, 1);
+}
+
+/* Before the lock: with nothing cached, take the bulkhead's permit now, so
+ * a full pool refuses in one atomic operation. 1: a permit is held; 0: try
+ * the cache under the lock; -EBUSY or -ESHUTDOWN. The hint is read again
+ * after a refusal: a permit cached meanwhile means there is room. */
+static int permit_fast(struct bh_pool *p)
+{
+	int r;
+
+	if (atomic_load_explicit(&p->cached_hint, memory_order_relaxed))
+		return 0;
+	r = bh_try_acquire(p->adm, 1);
+	if (r == 0)
+		return 1;
+	if (r == -EBUSY && atomic_load_explicit(&p->cached_hint, memory_order_acquire))
+		return 0;
+	return r;
 }
 
 /* ---- running a task -------------------------------------------------------- */
@@ -449,13 +502,10 @@ static void report(struct bh_pool *p, struct bh_task *t, const struct ran *r)
 }
 
 /* Idle workers poll, up to max_pollers at a time, when tasks come back to
- * back: they take them without a syscall on either side. While a poller is
- * idle, a new task is queued for it with no wake at all (up to one task per
- * poller), so a fast submitter never pays for one; two pollers cover the
- * moment when one of them is busy with the previous task. A poller pauses
- * briefly, then polls with sched_yield until spin_ns is up: a yielding
- * poller gives its CPU to whoever shares it (often the submitter, on a busy
- * machine) instead of competing with it.
+ * back: a task handed to a poller is taken with no syscall on either side.
+ * A poller pauses briefly, then polls with sched_yield until spin_ns is up:
+ * a yielding poller gives its CPU to whoever shares it (often the
+ * submitter) instead of competing with it.
  *
  * Polling only pays when tasks arrive within spin_ns of a worker going
  * idle; when they do not, it wastes CPU and, worse, makes the scheduler
@@ -464,70 +514,39 @@ static void report(struct bh_pool *p, struct bh_task *t, const struct ran *r)
  * was handed a task sooner than spin_ns after it fell asleep turns it on. */
 #define POLL_PAUSES 64
 
-enum poll_result { POLL_HANDED, POLL_QUEUED, POLL_TIMEOUT };
-
-/* Relaxed loads: hints to go and look, under the lock or through P_GO's
- * acquire. */
-static enum poll_result poll_work(struct bh_pool *p, struct bhp_worker *w)
+/* true: handed a task (or dismissed): P_GO. Relaxed: a hint; park() reads
+ * the word again with acquire. */
+static bool poll_work(struct bh_pool *p, struct bhp_worker *w)
 {
+	uint64_t end = deadline_after(p->ops->now(p->ops->ctx), p->spin_ns);
+
+	point(p, BHP_POLL_START, NULL);
 	for (uint32_t i = 0;; i++) {
 		if (atomic_load_explicit(&w->park, memory_order_relaxed) != P_POLL)
-			return POLL_HANDED;
-		if (atomic_load_explicit(&p->qlen, memory_order_relaxed))
-			return POLL_QUEUED;
+			return true;
 		if (i < POLL_PAUSES) {
 			bhi_cpu_relax();
 			continue;
 		}
-		if (p->ops->now(p->ops->ctx) >= w->poll_until)
-			return POLL_TIMEOUT;
+		if (i % 8 == 0 && p->ops->now(p->ops->ctx) >= end)
+			return false;
 		sched_yield();
 	}
 }
 
-/* Under the lock, so that a submitter that queued a task for this poller
- * (it saw the poller listed, under the same lock) finds it taken: take the
- * oldest queued task; or, when the time is up, go and sleep. NULL and still
- * P_POLL: someone else took what was queued, poll on. */
-static struct bh_task *stop_polling(struct bh_pool *p, struct bhp_worker *w, bool expired)
+/* The poll window passed: join the sleepers, under the lock, so that a
+ * submitter handing this worker a task sees it either still polling or
+ * already a sleeper (and wakes it). */
+static void stop_polling(struct bh_pool *p, struct bhp_worker *w)
 {
-	struct bh_task *t = NULL;
-
+	atomic_store_explicit(&p->spin_on, false, memory_order_relaxed);
 	lock(p);
 	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL) {
-		if (p->qhead) {
-			unpoll(p, w);
-			w->idle = false;
-			atomic_store_explicit(&w->park, P_BUSY, memory_order_relaxed);
-			t = dequeue(p);
-		} else if (expired) {
-			unpoll(p, w);
-			w_push(&p->sleepers, w);
-			atomic_store_explicit(&w->park, P_IDLE, memory_order_relaxed);
-		}
+		unpoll(p, w);
+		w_push(&p->sleepers, w);
+		atomic_store_explicit(&w->park, P_IDLE, memory_order_relaxed);
 	}
 	unlock(p);
-	return t;
-}
-
-/* NULL: handed a task (P_GO) or time to sleep (P_IDLE): the caller looks. */
-static struct bh_task *poll_for_work(struct bh_pool *p, struct bhp_worker *w)
-{
-	while (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL) {
-		enum poll_result how = poll_work(p, w);
-		struct bh_task *t;
-
-		if (how == POLL_HANDED)
-			return NULL;
-		if (how == POLL_TIMEOUT)
-			atomic_store_explicit(&p->spin_on, false, memory_order_relaxed);
-		else
-			point(p, BHP_POLL_FOUND, NULL);
-		t = stop_polling(p, w, how == POLL_TIMEOUT);
-		if (t)
-			return t;
-	}
-	return NULL;
 }
 
 /* Handed a task after sleeping: had it come within spin_ns, polling would
@@ -555,11 +574,19 @@ static bool keep(struct bh_pool *p, struct bhp_worker *w)
 			leave_locked(p, w);
 			stay = false;
 		} else {
-			w->keep_until = BH_FOREVER;
+			w->above_core = false; /* a core thread now: no more keep-alive */
 		}
 	}
 	unlock(p);
 	return stay;
+}
+
+/* A thread above core sleeps at most keep_alive_ns, counted from when it
+ * fell asleep. above_core is the worker's own (written in its critical
+ * sections, or before it existed). */
+static uint64_t keep_until(const struct bh_pool *p, const struct bhp_worker *w, uint64_t slept_at)
+{
+	return w->above_core ? deadline_after(slept_at, p->keep_alive_ns) : BH_FOREVER;
 }
 
 /* Idle: poll a little, then sleep on the park word until handed a task or
@@ -569,11 +596,11 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 	uint64_t slept_at = 0;
 
 	for (;;) {
-		struct bh_task *t = poll_for_work(p, w);
 		uint32_t s;
 
-		if (t)
-			return t;
+		if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL &&
+		    !poll_work(p, w))
+			stop_polling(p, w);
 		/* acquire: pairs with hand()'s exchange, w->task is visible */
 		s = atomic_load_explicit(&w->park, memory_order_acquire);
 		if (s == P_GO) {
@@ -585,9 +612,9 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 		    !atomic_compare_exchange_strong_explicit(&w->park, &s, P_SLEEP, memory_order_acq_rel,
 							     memory_order_acquire))
 			continue;
-		if (p->spin_ns && !slept_at)
+		if (!slept_at && (p->spin_ns || w->above_core))
 			slept_at = p->ops->now(p->ops->ctx);
-		if (p->ops->wait(p->ops->ctx, BHP_WAIT_PARK, &w->park, P_SLEEP, w->keep_until) ==
+		if (p->ops->wait(p->ops->ctx, BHP_WAIT_PARK, &w->park, P_SLEEP, keep_until(p, w, slept_at)) ==
 			    -ETIMEDOUT &&
 		    atomic_load_explicit(&w->park, memory_order_acquire) != P_GO && !keep(p, w))
 			return NULL;
@@ -595,8 +622,9 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 }
 
 /* Under the lock: the next queued task, or go idle, or (closing, nothing
- * queued) leave. (Idle workers exist only when nothing waits beyond what
- * pollers will take, so taking a task never leaves one stranded.) */
+ * queued) leave. A worker goes idle only when nothing is queued, and a task
+ * is queued only when no worker is idle: no task waits while a thread
+ * idles. */
 static struct bh_task *next_locked(struct bh_pool *p, struct bhp_worker *w, bool *idle)
 {
 	struct bh_task *t = NULL;
@@ -618,6 +646,7 @@ static void *worker_main(void *arg)
 	struct bhp_worker *w = arg;
 	struct bh_pool *p = w->pool;
 	struct bh_task *t, *next;
+	uint32_t excess;
 	bool idle;
 
 	bhp_self = w;
@@ -631,14 +660,15 @@ static void *worker_main(void *arg)
 		lock(p);
 		finish_locked(p, t, &r);
 		next = next_locked(p, w, &idle);
+		/* The finished task's permit is cached in the critical section
+		 * that made its room (an idle worker or a queue slot), so whoever
+		 * gets the permit finds the room (docs/pool.md). */
+		cache_put_locked(p);
+		excess = cache_trim_locked(p);
 		unlock(p);
 		report(p, t, &r);
-		/* The finished task's permit goes back only now that its room
-		 * (an idle worker or a queue slot) exists, so whoever gets the
-		 * permit finds the room (docs/pool.md, "a permit means room");
-		 * and after done, so at most max_threads + queue_capacity tasks
-		 * are ever unreported. */
-		bh_release(p->adm, 1);
+		if (excess)
+			bh_release(p->adm, excess);
 		t = next;
 		if (!t && idle)
 			t = park(p, w);
@@ -651,10 +681,10 @@ static void *worker_main(void *arg)
 /* ---- placement ----------------------------------------------------------- */
 
 /* Under the lock, holding t's permit: the executor's order. Start a thread
- * below core; else queue it for an idle poller (no wake) or hand it to an
- * idle thread (the oldest queued task first: FIFO) or queue it; else grow to
- * max. The permit guarantees one of them has room (docs/pool.md). Returns
- * 0, or the error of a thread that could not be created. */
+ * below core; else hand it to an idle thread (a poller first: no wake) or
+ * queue it; else grow to max. The permit guarantees one of them has room
+ * (docs/pool.md). Returns 0, or the error of a thread that could not be
+ * created. */
 static int place_locked(struct bh_pool *p, struct bh_task *t, struct wakes *wk)
 {
 	struct bhp_worker *w;
@@ -662,15 +692,11 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct wakes *wk)
 
 	if (p->alive < p->core && (r = spawn(p, t)) == 0)
 		return 0;
-	if (p->queued < p->npollers && p->queued < p->cap) {
-		enqueue(p, t);
-		return 0;
-	}
 	w = idle_pick(p);
-	if (w) {
-		enqueue(p, t);
-		give(p, w, dequeue(p), wk);
-		balance_locked(p, wk, false);
+	if (w) { /* an idle worker means an empty queue: FIFO holds */
+		advance(t, T_IDLE, T_RUNNING);
+		p->active++;
+		give(p, w, t, wk);
 		return 0;
 	}
 	if (p->queued < p->cap && p->alive > 0) {
@@ -682,22 +708,30 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct wakes *wk)
 	return r;
 }
 
-/* Holding a permit: place t, or give the permit back. */
+/* Admit t and place it. -EBUSY: the pool is full, the policy decides. A
+ * permit that cannot be used (closing, no thread) goes back to the cache. */
 static int accept(struct bh_pool *p, struct bh_task *t)
 {
 	struct wakes wk = { .ops = p->ops };
-	int r;
+	int have = permit_fast(p), r;
 
+	if (have < 0)
+		return have;
 	lock(p);
-	r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wk);
-	if (r == 0)
-		p->submitted++;
-	else if (r != -ESHUTDOWN)
-		p->no_thread++; /* counted with the rejections */
+	r = have ? 0 : permit_locked(p);
+	if (r == 0) {
+		r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wk);
+		if (r == 0)
+			p->submitted++;
+		else
+			cache_put_locked(p);
+		if (r < 0 && r != -ESHUTDOWN)
+			p->no_thread++; /* counted with the rejections */
+	} else if (p->closing) {
+		r = -ESHUTDOWN;
+	}
 	unlock(p);
 	wakes_flush(&wk);
-	if (r < 0)
-		bh_release(p->adm, 1);
 	return r;
 }
 
@@ -810,9 +844,7 @@ int bh_pool_submit(bh_pool_t *p, struct bh_task *t)
 	if (BH_UNLIKELY(!p || !t || !t->run))
 		return -EINVAL;
 	prepare(p, t, 0);
-	r = bh_try_acquire(p->adm, 1);
-	if (BH_LIKELY(r == 0))
-		return accept(p, t);
+	r = accept(p, t);
 	return r == -EBUSY ? submit_full(p, t) : r;
 }
 
@@ -953,11 +985,9 @@ int bh_pool_call(bh_pool_t *p, struct bh_task *t, uint64_t deadline_ns)
 	prepare(p, t, TF_CALL);
 	if (deadline_ns <= p->ops->now(p->ops->ctx))
 		return give_up_early(p, t);
-	r = bh_try_acquire(p->adm, 1);
+	r = accept(p, t);
 	if (r == -EBUSY)
 		return call_full(p, t, deadline_ns);
-	if (r == 0)
-		r = accept(p, t);
 	return r < 0 ? r : wait_call(p, t, deadline_ns);
 }
 
@@ -975,8 +1005,8 @@ bool bh_task_cancelled(const struct bh_task *t)
 
 /* ---- shutdown ------------------------------------------------------------ */
 
-/* Under the lock: send every idle worker away (balance_locked has emptied
- * the queue). They are counted out now; their threads are joined later. */
+/* Under the lock: send every idle worker away (the queue is empty whenever
+ * one is idle). They are counted out now; their threads are joined later. */
 static void dismiss_idle_locked(struct bh_pool *p)
 {
 	struct bhp_worker *w;
@@ -1020,7 +1050,6 @@ static struct bh_task *drop_queue_locked(struct bh_pool *p, uint32_t *n)
  * flag running tasks cancelled. Returns how many tasks were dropped. */
 static int close_pool(struct bh_pool *p, bool now)
 {
-	struct wakes wk = { .ops = p->ops };
 	struct bh_task *plain = NULL, *t, *next;
 	uint32_t n = 0;
 
@@ -1034,10 +1063,8 @@ static int close_pool(struct bh_pool *p, bool now)
 		atomic_store_explicit(&p->stop_now, true, memory_order_relaxed);
 		plain = drop_queue_locked(p, &n);
 	}
-	balance_locked(p, &wk, true); /* what a poller was about to take */
 	dismiss_idle_locked(p);
 	unlock(p);
-	wakes_flush(&wk);
 	for (t = plain; t; t = next) {
 		next = t->priv.next;
 		if (t->done)
@@ -1129,7 +1156,6 @@ static bool config_valid(const struct bh_pool_config *c)
 
 static int init_sync(struct bh_pool *p, size_t stack_size)
 {
-	pthread_mutexattr_t ma;
 	int r;
 
 	if (pthread_attr_init(&p->attr) != 0)
@@ -1138,12 +1164,10 @@ static int init_sync(struct bh_pool *p, size_t stack_size)
 		pthread_attr_destroy(&p->attr);
 		return -EINVAL;
 	}
-	/* Adaptive: critical sections are a few list operations, so a
-	 * contender spins briefly before it sleeps. */
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-	r = pthread_mutex_init(&p->lock, &ma);
-	pthread_mutexattr_destroy(&ma);
+	/* A plain mutex: an adaptive one spins on contention, which cost up
+	 * to half the throughput when the pool's threads outnumber the CPUs
+	 * (measured); the critical sections are a few list operations. */
+	r = pthread_mutex_init(&p->lock, NULL);
 	if (r != 0) {
 		pthread_attr_destroy(&p->attr);
 		return -ENOMEM;
@@ -1175,6 +1199,28 @@ static void set_name(struct bh_pool *p, const char *name)
 		n = sizeof(p->name) - 1;
 	memcpy(p->name, name, n);
 	p->name[n] = '\0';
+}
+
+/* Polling takes a CPU: never more pollers than half the CPUs (as the Go
+ * runtime caps its spinning threads), and two cover the moment when one is
+ * busy with the task it just took. */
+static uint32_t pollers_for_cpus(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return cpus >= 4 ? 2 : 1;
+}
+
+/* Start with a few permits cached, so that a submitter running a task or
+ * two ahead of the workers does not go to the bulkhead for each. */
+static void prefill_cache(struct bh_pool *p, uint32_t limit)
+{
+	uint32_t n = limit < CACHE_MAX / 2 ? limit : CACHE_MAX / 2;
+
+	if (bh_try_acquire(p->adm, n) == 0) {
+		p->cached = n;
+		atomic_store_explicit(&p->cached_hint, n, memory_order_relaxed);
+	}
 }
 
 static int prestart(struct bh_pool *p)
@@ -1220,12 +1266,13 @@ int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_p
 	p->keep_alive_ns = cfg->keep_alive_ns;
 	p->spin_ns = ops == &bhp_real_ops ? BHI_SPIN_NS : 0; /* fake clocks never spin */
 	atomic_init(&p->spin_on, true);
-	p->max_pollers = 2;
+	p->max_pollers = pollers_for_cpus();
 	set_name(p, cfg->name);
 	for (uint32_t i = p->max; i-- > 0;) {
 		p->workers[i].pool = p;
 		w_push(&p->spare, &p->workers[i]);
 	}
+	prefill_cache(p, acfg.max_concurrent);
 	if ((cfg->flags & BH_POOL_PRESTART) && (r = prestart(p)) < 0) {
 		bh_pool_destroy(p);
 		return r;

@@ -53,7 +53,7 @@ enum bhp_point {
 	BHP_PARK_TIMEOUT,  /* a worker: its keep-alive wait timed out */
 	BHP_ABANDON,       /* a caller: its wait timed out, about to give up */
 	BHP_WORKER_EXIT,   /* a worker: about to leave the pool */
-	BHP_POLL_FOUND,    /* a poller: saw tasks queued, about to take the lock */
+	BHP_POLL_START,    /* a poller: its poll window has just been set */
 };
 
 /* Wait, wake, clock and thread creation, injectable so tests can drive
@@ -76,17 +76,18 @@ struct bhp_ops {
 extern const struct bhp_ops bhp_real_ops;
 
 struct bhp_worker {
+	/* Alone on its line: a poller spins on it, and list operations on
+	 * the fields below (under the pool lock) must not fight it. */
 	_Alignas(BH_CACHELINE) _Atomic uint32_t park; /* enum bhp_park */
-	struct bh_task *task;                /* handed over with P_GO (NULL: exit) */
+	_Alignas(BH_CACHELINE) struct bh_task *task; /* handed over with P_GO (NULL: exit) */
 	struct bhp_worker *next, *prev;      /* pollers, sleepers or spare list */
 	struct bh_pool *pool;
-	uint64_t keep_until;                 /* park deadline (BH_FOREVER: core) */
-	uint64_t poll_until;                 /* end of polling, set on going idle */
 	pthread_t tid;
 	uint32_t slot;                       /* S_FREE, S_LIVE, S_ZOMBIE */
 	uint32_t num;                        /* for the thread name */
 	bool idle;                           /* on pollers or sleepers */
 	bool start_idle;                     /* started without a task (PRESTART) */
+	bool above_core;                     /* went idle above core: keep-alive applies */
 };
 
 enum { S_FREE, S_LIVE, S_ZOMBIE };
@@ -105,16 +106,17 @@ struct bh_pool {
 	_Atomic bool stop_now;                   /* bh_pool_shutdown_now: tasks cancelled */
 	_Atomic bool spin_on;                    /* polling has been paying off */
 	_Atomic uint32_t exits;                  /* futex: bumped when a worker leaves */
-	_Atomic uint32_t qlen;                   /* = queued, for pollers to read */
+	_Atomic uint32_t cached_hint;            /* = cached, read before the lock */
 
 	/* Everything below is under lock. */
 	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
 	struct bh_task *qhead, *qtail; /* FIFO */
-	struct bhp_worker *pollers;    /* idle and polling: queued tasks are theirs */
+	struct bhp_worker *pollers;    /* idle and polling: handed tasks first */
 	struct bhp_worker *sleepers;   /* idle, LIFO: the warmest first, the coldest time out */
 	struct bhp_worker *spare;      /* free and zombie (exited, unjoined) slots */
 	bool closing;
 	uint32_t alive, active, queued, largest, abandoned_running, nthreads, npollers;
+	uint32_t cached; /* admission permits kept for the next tasks */
 	uint64_t submitted, completed, abandoned, discarded, caller_ran, no_thread;
 
 	struct bhp_worker workers[];

@@ -6,8 +6,9 @@
  *
  *   - never more tasks running on pool threads than max_threads (a counter
  *     kept by the tasks), never more pool threads than max_threads (counted
- *     by name in /proc), never more queued than capacity, every snapshot
- *     balanced and its counters monotonic;
+ *     by name in /proc), never more queued than capacity, no task queued
+ *     while a thread idles, every snapshot balanced and its counters
+ *     monotonic;
  *   - every task reported exactly once, in the way its submit/call result
  *     promised (a per-task record; tasks are heap objects freed by whoever
  *     owns them, so a late touch is a use-after-free under ASan);
@@ -288,6 +289,7 @@ static void check_snapshot(const struct round *r, const struct bh_pool_stats *st
 	check(st->largest <= r->cfg.max_threads, "largest above max_threads");
 	check(st->queued <= r->cfg.queue_capacity, "more queued than queue_capacity");
 	check(st->active <= st->alive, "more active than alive");
+	check(!st->queued || st->active == st->alive, "a task waits while a thread idles");
 	check(st->abandoned_running <= st->active, "abandoned_running above active");
 	check(st->submitted >= prev->submitted && st->completed >= prev->completed &&
 		      st->abandoned >= prev->abandoned && st->discarded >= prev->discarded &&
