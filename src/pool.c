@@ -224,28 +224,6 @@ static bool hand(struct bh_pool *p, struct bhp_worker *w, struct bh_task *t)
 	return atomic_exchange_explicit(&w->park, P_GO, memory_order_acq_rel) == P_SLEEP;
 }
 
-/* Futex words to wake once the lock is dropped. */
-#define WAKES_MAX 8
-struct wakes {
-	const struct bhp_ops *ops;
-	unsigned n;
-	_Atomic uint32_t *word[WAKES_MAX];
-};
-
-static void wakes_flush(struct wakes *wk)
-{
-	for (unsigned i = 0; i < wk->n; i++)
-		wk->ops->wake(wk->ops->ctx, wk->word[i], false);
-	wk->n = 0;
-}
-
-static void wakes_add(struct wakes *wk, _Atomic uint32_t *word)
-{
-	if (wk->n == WAKES_MAX)
-		wakes_flush(wk); /* rare: wake under the lock rather than lose one */
-	wk->word[wk->n++] = word;
-}
-
 static void enqueue(struct bh_pool *p, struct bh_task *t)
 {
 	advance(t, T_IDLE, T_QUEUED);
@@ -260,12 +238,6 @@ static struct bh_task *dequeue(struct bh_pool *p)
 	advance(t, T_QUEUED, T_RUNNING);
 	p->active++;
 	return t;
-}
-
-static void give(struct bh_pool *p, struct bhp_worker *w, struct bh_task *t, struct wakes *wk)
-{
-	if (hand(p, w, t))
-		wakes_add(wk, &w->park);
 }
 
 /* The worker is gone from the pool's point of view; its thread is joined
@@ -685,7 +657,7 @@ static void *worker_main(void *arg)
  * queue it; else grow to max. The permit guarantees one of them has room
  * (docs/pool.md). Returns 0, or the error of a thread that could not be
  * created. */
-static int place_locked(struct bh_pool *p, struct bh_task *t, struct wakes *wk)
+static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker **wake)
 {
 	struct bhp_worker *w;
 	int r = -EBUSY;
@@ -696,7 +668,8 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct wakes *wk)
 	if (w) { /* an idle worker means an empty queue: FIFO holds */
 		advance(t, T_IDLE, T_RUNNING);
 		p->active++;
-		give(p, w, t, wk);
+		if (hand(p, w, t))
+			*wake = w; /* after the unlock */
 		return 0;
 	}
 	if (p->queued < p->cap && p->alive > 0) {
@@ -712,7 +685,7 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct wakes *wk)
  * permit that cannot be used (closing, no thread) goes back to the cache. */
 static int accept(struct bh_pool *p, struct bh_task *t)
 {
-	struct wakes wk = { .ops = p->ops };
+	struct bhp_worker *wake = NULL;
 	int have = permit_fast(p), r;
 
 	if (have < 0)
@@ -720,7 +693,7 @@ static int accept(struct bh_pool *p, struct bh_task *t)
 	lock(p);
 	r = have ? 0 : permit_locked(p);
 	if (r == 0) {
-		r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wk);
+		r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wake);
 		if (r == 0)
 			p->submitted++;
 		else
@@ -731,7 +704,8 @@ static int accept(struct bh_pool *p, struct bh_task *t)
 		r = -ESHUTDOWN;
 	}
 	unlock(p);
-	wakes_flush(&wk);
+	if (wake)
+		p->ops->wake(p->ops->ctx, &wake->park, false);
 	return r;
 }
 
