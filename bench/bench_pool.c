@@ -5,14 +5,21 @@
  *
  *   handoff    submit to an idle pool, time until the task starts (back to
  *              back: the next submit follows the previous task's end)
- *   handoff/s  the same with a pause between tasks, so idle threads sleep
+ *   slept      the same with a 200 us pause between tasks, so idle threads
+ *              have gone to sleep
  *   call       bh_pool_call round trip: submit, run, wake the caller
  *   tput       S submitters push N empty tasks (retrying when full), tasks/s
  *
  * libbulkhead runs twice: as shipped, and with its idle-worker polling off
- * (to show what that polling buys). Medians of several rounds, and the
- * ratios. A benchmark, not a test: it never fails; machines here are noisy,
- * so read the ratios, not the absolutes. */
+ * (to show what polling buys). Rounds interleave the contenders so that
+ * drift hits all alike; medians, then the ratios. Waits yield rather than
+ * spin, so a busy-waiting benchmark thread never keeps a woken worker off
+ * its CPU. A benchmark, not a test: it never fails; on shared machines read
+ * the ratios, not the absolutes.
+ *
+ *   bench_pool [-t threads] [-s submitters] [-q queue] [-r rounds]
+ *              [-i latency samples] [-n tasks] [-m hsct] [-k mask]
+ */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
