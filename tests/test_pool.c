@@ -1,0 +1,1577 @@
+/* The thread pool's rules, one test each. Keep-alive and deadlines run on a
+ * virtual clock (struct vsync): a wait ends exactly when the test moves time
+ * past its deadline. Races between a caller's timeout and its task's end are
+ * played at exact points through scripted waits and hook points. Tests wait
+ * for observable states (stats, flags), never for time to pass. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "pool_internal.h"
+
+/* ---- a virtual clock and scripted waits ------------------------------------ */
+
+struct vsync {
+	struct bhp_ops ops;
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	uint64_t now;
+	unsigned waiting[3]; /* by enum bhp_wait_kind */
+	/* Optional, on the caller's own thread: plays "the rest of the world"
+	 * at the instant the caller waits, and returns what the kernel would. */
+	int (*call_hook)(struct vsync *v, unsigned n);
+	unsigned call_waits;
+	int fail_create; /* so many thread creations fail with -EAGAIN */
+	unsigned wakes;  /* wake calls, all words */
+	_Atomic unsigned poll_starts; /* pollers that have set their window */
+	void (*point)(struct vsync *v, enum bhp_point p, struct bh_task *t);
+	void *user;
+};
+
+static void vs_unlock(void *m)
+{
+	pthread_mutex_unlock(m);
+}
+
+static int vs_wait(void *ctx, enum bhp_wait_kind kind, _Atomic uint32_t *word, uint32_t expect,
+		   uint64_t deadline)
+{
+	struct vsync *v = ctx;
+	int r;
+
+	if (kind == BHP_WAIT_CALL && v->call_hook)
+		return v->call_hook(v, v->call_waits++);
+	pthread_mutex_lock(&v->m);
+	pthread_cleanup_push(vs_unlock, &v->m);
+	v->waiting[kind]++;
+	pthread_cond_broadcast(&v->c);
+	while (atomic_load(word) == expect && v->now < deadline)
+		pthread_cond_wait(&v->c, &v->m); /* a cancellation point, like the futex */
+	v->waiting[kind]--;
+	pthread_cond_broadcast(&v->c);
+	r = atomic_load(word) != expect ? -EAGAIN : v->now >= deadline ? -ETIMEDOUT : 0;
+	pthread_cleanup_pop(1);
+	return r;
+}
+
+static void vs_wake(void *ctx, _Atomic uint32_t *word, bool all)
+{
+	struct vsync *v = ctx;
+
+	(void)word;
+	(void)all;
+	pthread_mutex_lock(&v->m);
+	v->wakes++;
+	pthread_cond_broadcast(&v->c);
+	pthread_mutex_unlock(&v->m);
+}
+
+static uint64_t vs_now(void *ctx)
+{
+	struct vsync *v = ctx;
+	uint64_t now;
+
+	pthread_mutex_lock(&v->m);
+	now = v->now;
+	pthread_mutex_unlock(&v->m);
+	return now;
+}
+
+static int vs_create(void *ctx, pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *),
+		     void *arg)
+{
+	struct vsync *v = ctx;
+
+	if (v->fail_create > 0) {
+		v->fail_create--;
+		return -EAGAIN;
+	}
+	return -pthread_create(tid, attr, fn, arg);
+}
+
+static void vs_point(void *ctx, enum bhp_point p, struct bh_task *t)
+{
+	struct vsync *v = ctx;
+
+	if (p == BHP_POLL_START)
+		atomic_fetch_add(&v->poll_starts, 1);
+	if (v->point)
+		v->point(v, p, t);
+}
+
+static void vs_init(struct vsync *v)
+{
+	memset(v, 0, sizeof(*v));
+	pthread_mutex_init(&v->m, NULL);
+	pthread_cond_init(&v->c, NULL);
+	v->now = 1000 * BH_SEC;
+	v->ops = (struct bhp_ops){ .wait = vs_wait, .wake = vs_wake, .now = vs_now,
+				   .create = vs_create, .point = vs_point, .ctx = v };
+}
+
+static void vs_advance(struct vsync *v, uint64_t ns)
+{
+	pthread_mutex_lock(&v->m);
+	v->now += ns;
+	pthread_cond_broadcast(&v->c);
+	pthread_mutex_unlock(&v->m);
+}
+
+/* Wait (really, ~10 s at most) until exactly n threads wait for kind. */
+static void vs_await(struct vsync *v, enum bhp_wait_kind kind, unsigned n)
+{
+	uint64_t end = bh_now_ns() + 10 * BH_SEC;
+	struct timespec ts = { 0, 0 };
+	bool ok;
+
+	pthread_mutex_lock(&v->m);
+	while (v->waiting[kind] != n && bh_now_ns() < end) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&v->c, &v->m, &ts);
+	}
+	ok = v->waiting[kind] == n;
+	pthread_mutex_unlock(&v->m);
+	assert_true(ok);
+}
+
+/* ---- tasks ----------------------------------------------------------------- */
+
+struct gate {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	bool open;
+};
+
+static void gate_init(struct gate *g)
+{
+	pthread_mutex_init(&g->m, NULL);
+	pthread_cond_init(&g->c, NULL);
+	g->open = false;
+}
+
+static void gate_open(struct gate *g)
+{
+	pthread_mutex_lock(&g->m);
+	g->open = true;
+	pthread_cond_broadcast(&g->c);
+	pthread_mutex_unlock(&g->m);
+}
+
+static void gate_pass(struct gate *g)
+{
+	pthread_mutex_lock(&g->m);
+	while (!g->open)
+		pthread_cond_wait(&g->c, &g->m);
+	pthread_mutex_unlock(&g->m);
+}
+
+static _Atomic int start_seq;
+
+/* Pool threads never assert (cmocka cannot fail from them): they record,
+ * and the test thread checks. */
+struct ttask {
+	struct bh_task task;
+	struct gate *gate;
+	_Atomic int started, runs, dones, status, start_order;
+	_Atomic bool cancelled_seen;
+	pthread_t ran_on;
+	char thread_name[16];
+	bool sigs_blocked;
+	int value;
+	void (*extra)(struct ttask *tt);
+};
+
+static void tt_run(struct bh_task *t)
+{
+	struct ttask *tt = (struct ttask *)t;
+	sigset_t cur;
+
+	tt->ran_on = pthread_self();
+	pthread_getname_np(pthread_self(), tt->thread_name, sizeof(tt->thread_name));
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	tt->sigs_blocked = sigismember(&cur, SIGUSR1) && sigismember(&cur, SIGINT) &&
+			   sigismember(&cur, SIGTERM);
+	atomic_store(&tt->start_order, atomic_fetch_add(&start_seq, 1));
+	atomic_store(&tt->started, 1);
+	if (tt->gate)
+		gate_pass(tt->gate);
+	if (bh_task_cancelled(t))
+		atomic_store(&tt->cancelled_seen, true);
+	if (tt->extra)
+		tt->extra(tt);
+	tt->value = 42;
+	atomic_fetch_add(&tt->runs, 1);
+}
+
+static void tt_done(struct bh_task *t, int status)
+{
+	struct ttask *tt = (struct ttask *)t;
+
+	atomic_store(&tt->status, status);
+	atomic_fetch_add(&tt->dones, 1);
+}
+
+static void tt_init(struct ttask *tt, struct gate *g)
+{
+	memset(tt, 0, sizeof(*tt));
+	tt->task.run = tt_run;
+	tt->task.done = tt_done;
+	tt->gate = g;
+	atomic_store(&tt->status, 12345);
+	atomic_store(&tt->start_order, -1);
+}
+
+#define AWAIT(cond)                                                      \
+	do {                                                             \
+		uint64_t end_ = bh_now_ns() + 10 * BH_SEC;               \
+		while (!(cond)) {                                        \
+			assert_true(bh_now_ns() < end_);                 \
+			sched_yield();                                   \
+		}                                                        \
+	} while (0)
+
+static struct bh_pool_stats pstats(bh_pool_t *p)
+{
+	struct bh_pool_stats st;
+
+	bh_pool_stats(p, &st);
+	/* every snapshot balances (pool.h) */
+	assert_int_equal(st.submitted, st.queued + st.active - st.abandoned_running + st.completed +
+						st.abandoned + st.discarded + st.caller_ran);
+	assert_true(st.alive <= st.max_threads);
+	assert_true(st.queued <= st.queue_capacity);
+	assert_true(st.active <= st.alive);
+	assert_true(!st.queued || st.active == st.alive); /* none waits while one idles */
+	assert_true(st.largest <= st.max_threads);
+	return st;
+}
+
+static bh_pool_t *make_pool(uint32_t core, uint32_t max, uint32_t cap, enum bh_pool_policy pol,
+			    struct vsync *v)
+{
+	struct bh_pool_config cfg = { .name = "tp", .core_threads = core, .max_threads = max,
+				      .queue_capacity = cap, .policy = pol,
+				      .keep_alive_ns = 10 * BH_SEC };
+	bh_pool_t *p = NULL;
+
+	if (v)
+		assert_int_equal(bhp_create(&cfg, &v->ops, &p), 0);
+	else
+		assert_int_equal(bh_pool_create(&cfg, &p), 0);
+	assert_non_null(p);
+	return p;
+}
+
+/* Threads of this process whose name starts with prefix: independent of the
+ * pool's own counters. The kernel lets pthread_join return (the tid clear
+ * on exit) a moment before the thread leaves /proc, so "none left" is
+ * awaited, not asserted at once. */
+static int count_threads(const char *prefix)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		char path[300], name[32] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* gone meanwhile */
+		if (fgets(name, sizeof(name), f) && strncmp(name, prefix, strlen(prefix)) == 0)
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+static unsigned vs_wakes(struct vsync *v)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&v->m);
+	n = v->wakes;
+	pthread_mutex_unlock(&v->m);
+	return n;
+}
+
+static uint32_t npollers(bh_pool_t *p)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->npollers;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+/* Admission permits held by tasks: the bulkhead's count less the pool's
+ * cache of spare ones. */
+static uint64_t held_permits(bh_pool_t *p)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = stats_of(p->adm).in_flight - p->cached;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+static uint32_t task_phase(const struct ttask *tt)
+{
+	return atomic_load((_Atomic uint32_t *)&tt->task.priv.state) & T_PHASE;
+}
+
+/* ---- configuration ---------------------------------------------------------- */
+
+static void test_create_rejects_bad_config(void **state)
+{
+	struct bh_pool_config ok = { .max_threads = 2, .queue_capacity = 4 }, c;
+	bh_pool_t *p = (bh_pool_t *)&ok;
+
+	(void)state;
+	assert_int_equal(bh_pool_create(NULL, &p), -EINVAL);
+	assert_int_equal(bh_pool_create(&ok, NULL), -EINVAL);
+	c = ok, c.max_threads = 0;
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	c = ok, c.core_threads = 3; /* max < core */
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	c = ok, c.max_threads = BH_POOL_THREADS_MAX + 1;
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	c = ok, c.queue_capacity = BH_QUEUE_UNBOUNDED; /* there is no unbounded queue */
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	c = ok, c.queue_capacity = BH_LIMIT_MAX - 1; /* 2 + that > BH_LIMIT_MAX */
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	c = ok, c.policy = (enum bh_pool_policy)7;
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	c = ok, c.flags = 1u << 9;
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	c = ok, c.stack_size = 1; /* below PTHREAD_STACK_MIN */
+	assert_int_equal(bh_pool_create(&c, &p), -EINVAL);
+	assert_ptr_equal(p, (bh_pool_t *)&ok); /* untouched on failure */
+
+	/* a zero queue with ABORT is allowed: hand-off only */
+	c = ok, c.core_threads = 1, c.max_threads = 1, c.queue_capacity = 0;
+	assert_int_equal(bh_pool_create(&c, &p), 0);
+	assert_string_equal(bh_pool_name(p), "bhpool");
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.alive, 0); /* threads start on demand */
+	assert_int_equal(st.max_threads, 1);
+	assert_int_equal(st.queue_capacity, 0);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	c = ok, c.max_threads = BH_POOL_THREADS_MAX, c.queue_capacity = BH_LIMIT_MAX - BH_POOL_THREADS_MAX;
+	assert_int_equal(bh_pool_create(&c, &p), 0);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	assert_int_equal(bh_pool_destroy(NULL), 0);
+}
+
+static void test_bad_arguments(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 1, BH_POOL_ABORT, NULL);
+	struct ttask tt;
+
+	(void)state;
+	tt_init(&tt, NULL);
+	assert_int_equal(bh_pool_submit(NULL, &tt.task), -EINVAL);
+	assert_int_equal(bh_pool_submit(p, NULL), -EINVAL);
+	assert_int_equal(bh_pool_call(NULL, &tt.task, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_pool_call(p, NULL, BH_FOREVER), -EINVAL);
+	tt.task.run = NULL;
+	assert_int_equal(bh_pool_submit(p, &tt.task), -EINVAL);
+	assert_int_equal(bh_pool_call(p, &tt.task, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_pool_shutdown(NULL, 0), -EINVAL);
+	assert_int_equal(bh_pool_shutdown_now(NULL), -EINVAL);
+	assert_null(bh_pool_name(NULL));
+	assert_false(bh_task_cancelled(NULL));
+	assert_int_equal(tt.dones, 0);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.submitted, 0);
+	assert_int_equal(st.rejected, 0); /* bad input is not a rejection */
+	bh_pool_destroy(p);
+}
+
+static void test_errno_untouched(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+	struct gate g;
+	struct ttask a, b;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	errno = 1234;
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), -EBUSY);
+	assert_int_equal(bh_pool_call(p, &b.task, BH_FOREVER), -EBUSY);
+	gate_open(&g);
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), -ESHUTDOWN);
+	assert_int_equal(errno, 1234);
+	bh_pool_destroy(p);
+}
+
+/* ---- the executor's order -------------------------------------------------------- */
+
+/* Below core: a new thread; then the queue; when it is full: grow to max;
+ * then reject. Queued tasks wait while a later, grown-for task runs. */
+static void test_submission_order(void **state)
+{
+	enum { N = 7 };
+	bh_pool_t *p = make_pool(2, 4, 2, BH_POOL_ABORT, NULL);
+	struct ttask t[N];
+	struct gate g;
+	struct bh_pool_stats st;
+	static const struct { uint64_t alive, active, queued; } expect[N - 1] = {
+		{ 1, 1, 0 }, { 2, 2, 0 }, /* core threads */
+		{ 2, 2, 1 }, { 2, 2, 2 }, /* queue */
+		{ 3, 3, 2 }, { 4, 4, 2 }, /* grow to max */
+	};
+
+	(void)state;
+	gate_init(&g);
+	for (int i = 0; i < N; i++)
+		tt_init(&t[i], &g);
+	for (int i = 0; i < N - 1; i++) {
+		assert_int_equal(bh_pool_submit(p, &t[i].task), 0);
+		st = pstats(p);
+		assert_int_equal(st.alive, expect[i].alive);
+		assert_int_equal(st.active, expect[i].active);
+		assert_int_equal(st.queued, expect[i].queued);
+	}
+	assert_int_equal(bh_pool_submit(p, &t[N - 1].task), -EBUSY);
+	st = pstats(p);
+	assert_int_equal(st.rejected, 1);
+	assert_int_equal(st.largest, 4);
+	assert_int_equal(st.submitted, N - 1);
+	AWAIT(t[4].started && t[5].started); /* grown-for tasks run first */
+	assert_int_equal(t[2].started, 0);
+	assert_int_equal(t[3].started, 0);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == N - 1);
+	for (int i = 0; i < N - 1; i++) {
+		assert_int_equal(t[i].runs, 1);
+		assert_int_equal(t[i].dones, 1);
+		assert_int_equal(t[i].status, 0);
+		assert_true(t[i].sigs_blocked);
+	}
+	assert_int_equal(t[N - 1].runs + t[N - 1].dones, 0); /* rejected: never touched */
+	bh_pool_destroy(p);
+}
+
+/* Below core a task gets a new thread even when one is idle (as in Java). */
+static void test_core_thread_started_despite_idle(void **state)
+{
+	bh_pool_t *p = make_pool(2, 2, 4, BH_POOL_ABORT, NULL);
+	struct ttask a, b;
+
+	(void)state;
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(pstats(p).completed == 1);
+	assert_int_equal(pstats(p).alive, 1);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	assert_int_equal(pstats(p).alive, 2);
+	AWAIT(b.dones == 1);
+	bh_pool_destroy(p);
+}
+
+/* Queue capacity 0: hand-off only. No idle thread: grow; at max: reject;
+ * an idle thread takes the next task without a new thread. */
+static void test_zero_queue_is_handoff(void **state)
+{
+	bh_pool_t *p = make_pool(1, 2, 0, BH_POOL_ABORT, NULL);
+	struct ttask t[4];
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	for (int i = 0; i < 4; i++)
+		tt_init(&t[i], i < 3 ? &g : NULL);
+	assert_int_equal(bh_pool_submit(p, &t[0].task), 0);
+	assert_int_equal(bh_pool_submit(p, &t[1].task), 0);
+	assert_int_equal(pstats(p).alive, 2);
+	assert_int_equal(bh_pool_submit(p, &t[2].task), -EBUSY);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 2 && pstats(p).active == 0);
+	assert_int_equal(bh_pool_submit(p, &t[3].task), 0);
+	AWAIT(t[3].dones == 1);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.largest, 2);
+	assert_int_equal(st.alive, 2);
+	assert_int_equal(st.queued, 0);
+	bh_pool_destroy(p);
+}
+
+/* core 0: the first task starts a thread; then tasks queue until full. */
+static void test_core_zero(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask t[4];
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	p = make_pool(0, 2, 2, BH_POOL_ABORT, &v);
+	gate_init(&g);
+	for (int i = 0; i < 4; i++)
+		tt_init(&t[i], &g);
+	assert_int_equal(bh_pool_submit(p, &t[0].task), 0);
+	assert_int_equal(pstats(p).alive, 1);
+	assert_int_equal(bh_pool_submit(p, &t[1].task), 0);
+	assert_int_equal(bh_pool_submit(p, &t[2].task), 0);
+	assert_int_equal(pstats(p).queued, 2);
+	assert_int_equal(pstats(p).alive, 1);
+	assert_int_equal(bh_pool_submit(p, &t[3].task), 0);
+	assert_int_equal(pstats(p).alive, 2);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 4);
+	vs_await(&v, BHP_WAIT_PARK, 2);
+	vs_advance(&v, 10 * BH_SEC); /* every thread is above core 0 */
+	AWAIT(pstats(p).alive == 0);
+	tt_init(&t[0], NULL);
+	assert_int_equal(bh_pool_submit(p, &t[0].task), 0); /* starts one again */
+	AWAIT(t[0].dones == 1);
+	bh_pool_destroy(p);
+}
+
+/* A prestarted thread is idle from the start, even before it runs: a
+ * hand-off-only pool accepts as many tasks as it has threads at once. */
+static void test_prestart(void **state)
+{
+	struct bh_pool_config cfg = { .name = "pre", .core_threads = 2, .max_threads = 2,
+				      .flags = BH_POOL_PRESTART };
+	bh_pool_t *p;
+	struct ttask t[3];
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	assert_int_equal(bh_pool_create(&cfg, &p), 0);
+	assert_int_equal(pstats(p).alive, 2);
+	for (int i = 0; i < 3; i++)
+		tt_init(&t[i], &g);
+	assert_int_equal(bh_pool_submit(p, &t[0].task), 0);
+	assert_int_equal(bh_pool_submit(p, &t[1].task), 0);
+	assert_int_equal(bh_pool_submit(p, &t[2].task), -EBUSY);
+	assert_int_equal(pstats(p).largest, 2);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 2);
+	bh_pool_destroy(p);
+}
+
+static void test_fifo_order(void **state)
+{
+	enum { N = 16 };
+	bh_pool_t *p = make_pool(1, 1, N, BH_POOL_ABORT, NULL);
+	struct ttask first, t[N];
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&first, &g);
+	assert_int_equal(bh_pool_submit(p, &first.task), 0);
+	for (int i = 0; i < N; i++) {
+		tt_init(&t[i], NULL);
+		assert_int_equal(bh_pool_submit(p, &t[i].task), 0);
+	}
+	gate_open(&g);
+	AWAIT(pstats(p).completed == N + 1);
+	for (int i = 1; i < N; i++)
+		assert_true(t[i - 1].start_order < t[i].start_order);
+	bh_pool_destroy(p);
+}
+
+/* ---- policies --------------------------------------------------------------- */
+
+static void test_abort_policy(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 1, BH_POOL_ABORT, NULL);
+	struct ttask a, b, c;
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	assert_int_equal(bh_pool_submit(p, &c.task), -EBUSY);
+	assert_int_equal(bh_pool_call(p, &c.task, BH_FOREVER), -EBUSY);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.rejected, 2);
+	assert_int_equal(st.submitted, 2);
+	assert_int_equal(c.runs + c.dones, 0);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 2);
+	bh_pool_destroy(p);
+}
+
+static void test_caller_runs_policy(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_CALLER_RUNS, NULL);
+	struct ttask a, b, c;
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), BH_POOL_CALLER_RAN);
+	assert_true(pthread_equal(b.ran_on, pthread_self()));
+	assert_int_equal(b.runs, 1);
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, 0);
+	/* a call run by its caller: 0, and done is not called (it is the caller's) */
+	assert_int_equal(bh_pool_call(p, &c.task, BH_FOREVER), 0);
+	assert_true(pthread_equal(c.ran_on, pthread_self()));
+	assert_int_equal(c.runs, 1);
+	assert_int_equal(c.dones, 0);
+	assert_int_equal(c.value, 42);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.caller_ran, 2);
+	assert_int_equal(st.rejected, 2);
+	assert_int_equal(st.completed, 0);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 1);
+	bh_pool_destroy(p);
+}
+
+static void test_discard_policy(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 1, BH_POOL_DISCARD, NULL);
+	struct ttask a, b, c, d;
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	tt_init(&d, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	assert_int_equal(bh_pool_submit(p, &c.task), BH_POOL_DISCARDED);
+	assert_int_equal(c.runs, 0);
+	assert_int_equal(c.dones, 1);
+	assert_int_equal(c.status, -ECANCELED);
+	/* a caller is told directly, not dropped behind its back */
+	assert_int_equal(bh_pool_call(p, &d.task, BH_FOREVER), -EBUSY);
+	assert_int_equal(d.runs + d.dones, 0);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.discarded, 1);
+	assert_int_equal(st.rejected, 2);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 2);
+	assert_int_equal(b.status, 0);
+	bh_pool_destroy(p);
+}
+
+struct caller_arg {
+	bh_pool_t *pool;
+	struct ttask *tt;
+	uint64_t deadline;
+	int result;
+	_Atomic bool returned;
+};
+
+static void *caller_main(void *arg)
+{
+	struct caller_arg *c = arg;
+
+	c->result = bh_pool_call(c->pool, &c->tt->task, c->deadline);
+	atomic_store(&c->returned, true);
+	return NULL;
+}
+
+static void test_discard_oldest_policy(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 2, BH_POOL_DISCARD_OLDEST, NULL);
+	struct ttask a, b, c, d, e;
+	struct caller_arg ca;
+	struct gate g;
+	pthread_t th;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	tt_init(&d, NULL);
+	tt_init(&e, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	/* c is a call, waiting in the queue behind b */
+	ca = (struct caller_arg){ .pool = p, .tt = &c, .deadline = BH_FOREVER };
+	assert_int_equal(pthread_create(&th, NULL, caller_main, &ca), 0);
+	AWAIT(pstats(p).queued == 2);
+	assert_int_equal(bh_pool_submit(p, &d.task), 0); /* drops b, the oldest */
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, -ECANCELED);
+	assert_int_equal(b.runs, 0);
+	assert_int_equal(bh_pool_submit(p, &e.task), 0); /* drops the call c */
+	pthread_join(th, NULL);
+	assert_int_equal(ca.result, -ECANCELED);
+	assert_int_equal(c.runs + c.dones, 0); /* the caller's again, untouched */
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.discarded, 2);
+	assert_int_equal(st.queued, 2);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 3);
+	assert_true(d.start_order < e.start_order);
+	bh_pool_destroy(p);
+
+	/* nothing queued to drop: the newcomer itself is the oldest */
+	p = make_pool(1, 1, 0, BH_POOL_DISCARD_OLDEST, NULL);
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), BH_POOL_DISCARDED);
+	assert_int_equal(b.status, -ECANCELED);
+	assert_int_equal(bh_pool_call(p, &c.task, BH_FOREVER), -EBUSY);
+	gate_open(&g);
+	bh_pool_destroy(p);
+}
+
+/* ---- keep-alive ------------------------------------------------------------------ */
+
+static void test_keepalive_shrinks_to_core(void **state)
+{
+	struct vsync v;
+	struct bh_pool_config cfg = { .name = "ka", .core_threads = 1, .max_threads = 3,
+				      .keep_alive_ns = 10 * BH_SEC };
+	bh_pool_t *p;
+	struct ttask t[3];
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	assert_int_equal(bhp_create(&cfg, &v.ops, &p), 0);
+	for (int i = 0; i < 3; i++) {
+		tt_init(&t[i], &g);
+		assert_int_equal(bh_pool_submit(p, &t[i].task), 0);
+	}
+	assert_int_equal(pstats(p).alive, 3);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 3);
+	vs_await(&v, BHP_WAIT_PARK, 3);
+	assert_int_equal(count_threads("ka-"), 3);
+	vs_advance(&v, 10 * BH_SEC - 1); /* not yet */
+	vs_await(&v, BHP_WAIT_PARK, 3);
+	assert_int_equal(pstats(p).alive, 3);
+	vs_advance(&v, 1); /* now: two of three leave, one stays as core */
+	AWAIT(pstats(p).alive == 1);
+	vs_await(&v, BHP_WAIT_PARK, 1);
+	AWAIT(count_threads("ka-") == 1); /* the threads are really gone */
+	vs_advance(&v, 1000 * BH_SEC); /* the core thread never times out */
+	vs_await(&v, BHP_WAIT_PARK, 1);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.alive, 1);
+	assert_int_equal(st.largest, 3);
+	/* it grows again, reusing the slots of the threads that left */
+	for (int i = 0; i < 3; i++) {
+		tt_init(&t[i], NULL);
+		assert_int_equal(bh_pool_submit(p, &t[i].task), 0);
+	}
+	AWAIT(pstats(p).completed == 6);
+	bh_pool_destroy(p);
+	AWAIT(count_threads("ka-") == 0);
+}
+
+/* The keep-alive expires at the very moment a task is handed over: the task
+ * runs on that thread, nothing is lost, no second thread starts. */
+static struct ttask handed;
+static bh_pool_t *handed_pool;
+static _Atomic int handed_r = 99;
+
+static void point_submit_on_timeout(struct vsync *v, enum bhp_point where, struct bh_task *t)
+{
+	(void)t;
+	if (where == BHP_PARK_TIMEOUT && atomic_load(&handed_r) == 99) {
+		v->point = NULL;
+		atomic_store(&handed_r, bh_pool_submit(handed_pool, &handed.task));
+	}
+}
+
+static void test_keepalive_races_handoff(void **state)
+{
+	struct vsync v;
+	struct ttask first;
+
+	(void)state;
+	vs_init(&v);
+	handed_pool = make_pool(0, 1, 0, BH_POOL_ABORT, &v);
+	tt_init(&first, NULL);
+	tt_init(&handed, NULL);
+	assert_int_equal(bh_pool_submit(handed_pool, &first.task), 0);
+	AWAIT(first.dones == 1);
+	vs_await(&v, BHP_WAIT_PARK, 1);
+	v.point = point_submit_on_timeout;
+	vs_advance(&v, 10 * BH_SEC);
+	AWAIT(handed.dones == 1);
+	assert_int_equal(atomic_load(&handed_r), 0);
+	assert_true(pthread_equal(handed.ran_on, first.ran_on));
+	struct bh_pool_stats st = pstats(handed_pool);
+	assert_int_equal(st.largest, 1);
+	assert_int_equal(st.completed, 2);
+	vs_await(&v, BHP_WAIT_PARK, 1); /* idle again, with a fresh keep-alive */
+	assert_int_equal(st.alive, 1);
+	vs_advance(&v, 10 * BH_SEC);
+	AWAIT(pstats(handed_pool).alive == 0);
+	bh_pool_destroy(handed_pool);
+}
+
+/* ---- polling idle workers ----------------------------------------------------------- */
+
+/* An idle worker polls (on the virtual clock here): a task handed to it is
+ * taken with no wake at all. When polling stops paying (spin_ns passes with
+ * nothing), it sleeps and polling is off; a task handed to a sleeper soon
+ * after it fell asleep turns polling back on. */
+static void test_poller_takes_work_without_wake(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask t[4];
+	unsigned wakes;
+
+	(void)state;
+	vs_init(&v);
+	p = make_pool(1, 1, 2, BH_POOL_ABORT, &v);
+	bhp_set_spin_ns(p, BH_SEC);
+	for (int i = 0; i < 4; i++)
+		tt_init(&t[i], NULL);
+	assert_int_equal(bh_pool_submit(p, &t[0].task), 0);
+	AWAIT(t[0].dones == 1 && npollers(p) == 1);
+	wakes = vs_wakes(&v);
+	assert_int_equal(bh_pool_submit(p, &t[1].task), 0); /* handed to the poller */
+	AWAIT(t[1].dones == 1 && npollers(p) == 1);
+	assert_int_equal(vs_wakes(&v), wakes); /* nobody was woken */
+	assert_true(pthread_equal(t[1].ran_on, t[0].ran_on));
+	AWAIT(atomic_load(&v.poll_starts) == 2); /* polling again, window set */
+	vs_advance(&v, BH_SEC); /* polling stops paying: sleep */
+	vs_await(&v, BHP_WAIT_PARK, 1);
+	assert_int_equal(npollers(p), 0);
+	assert_false(atomic_load(&p->spin_on));
+	assert_int_equal(bh_pool_submit(p, &t[2].task), 0); /* handed over, woken */
+	AWAIT(t[2].dones == 1);
+	assert_true(vs_wakes(&v) > wakes);
+	assert_true(atomic_load(&p->spin_on)); /* it came at once: poll again */
+	AWAIT(npollers(p) == 1);
+	assert_int_equal(bh_pool_submit(p, &t[3].task), 0);
+	AWAIT(t[3].dones == 1);
+	assert_int_equal(pstats(p).completed, 4);
+	bh_pool_destroy(p);
+}
+
+/* One poller, one sleeper: two tasks arriving together run at once, on two
+ * threads; the second does not wait for the poller to be free again. */
+static void test_backlog_goes_to_sleepers(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b, g1, g2;
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	p = make_pool(2, 2, 4, BH_POOL_ABORT, &v);
+	bhp_set_spin_ns(p, BH_SEC);
+	p->max_pollers = 1;
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	tt_init(&g1, &g);
+	tt_init(&g2, &g);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	AWAIT(a.dones == 1 && b.dones == 1);
+	vs_await(&v, BHP_WAIT_PARK, 1);
+	AWAIT(npollers(p) == 1);
+	assert_int_equal(bh_pool_submit(p, &g1.task), 0); /* to the poller */
+	assert_int_equal(bh_pool_submit(p, &g2.task), 0); /* to the sleeper */
+	assert_int_equal(pstats(p).queued, 0);
+	AWAIT(g1.started && g2.started); /* both run while the gate is shut */
+	assert_false(pthread_equal(g1.ran_on, g2.ran_on));
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 4);
+	bh_pool_destroy(p);
+}
+
+/* ---- calls and deadlines ----------------------------------------------------------- */
+
+static void test_call_completes(void **state)
+{
+	bh_pool_t *p = make_pool(1, 2, 2, BH_POOL_ABORT, NULL);
+	struct ttask t;
+
+	(void)state;
+	for (int i = 0; i < 50; i++) {
+		tt_init(&t, NULL);
+		assert_int_equal(bh_pool_call(p, &t.task, BH_FOREVER), 0);
+		assert_int_equal(t.value, 42); /* run's writes are the caller's */
+		assert_int_equal(t.runs, 1);
+		assert_int_equal(t.dones, 0); /* the caller took it back */
+		assert_false(pthread_equal(t.ran_on, pthread_self()));
+		assert_int_equal(pstats(p).completed, (uint64_t)i + 1); /* counted already */
+	}
+	tt_init(&t, NULL);
+	assert_int_equal(bh_pool_call(p, &t.task, bh_now_ns() + 60 * BH_SEC), 0);
+	AWAIT(pstats(p).completed == 51);
+	bh_pool_destroy(p);
+}
+
+/* The deadline ends the wait, not the work: the task keeps its thread and
+ * its slot (a new task is refused), sees it was abandoned, and is reported
+ * once, to done, when it really finishes. */
+static void test_deadline_keeps_slot(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask t, other;
+	struct caller_arg ca;
+	struct gate g;
+	pthread_t th;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	p = make_pool(1, 1, 0, BH_POOL_ABORT, &v);
+	tt_init(&t, &g);
+	tt_init(&other, NULL);
+	ca = (struct caller_arg){ .pool = p, .tt = &t, .deadline = v.now + BH_SEC };
+	assert_int_equal(pthread_create(&th, NULL, caller_main, &ca), 0);
+	AWAIT(t.started);
+	vs_await(&v, BHP_WAIT_CALL, 1);
+	assert_false(bh_task_cancelled(&t.task));
+	vs_advance(&v, BH_SEC);
+	pthread_join(th, NULL);
+	assert_int_equal(ca.result, -ETIMEDOUT);
+	assert_true(bh_task_cancelled(&t.task)); /* the task may stop early */
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.active, 1);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.abandoned_running, 1);
+	assert_int_equal(bh_pool_submit(p, &other.task), -EBUSY); /* the slot is held */
+	gate_open(&g);
+	AWAIT(t.dones == 1);
+	assert_int_equal(t.status, -ETIMEDOUT); /* ran, nobody waited */
+	assert_int_equal(t.runs, 1);
+	assert_true(t.cancelled_seen);
+	AWAIT(pstats(p).active == 0);
+	st = pstats(p);
+	assert_int_equal(st.completed, 0); /* abandoned, never also completed */
+	assert_int_equal(st.abandoned_running, 0);
+	assert_int_equal(bh_pool_submit(p, &other.task), 0);
+	AWAIT(other.dones == 1);
+	bh_pool_destroy(p);
+}
+
+/* Timeout against completion, at exact points, many rounds each. */
+enum race { COMPLETION_FIRST, ABANDON_FIRST, ABANDON_AFTER_RUN };
+static enum race race_kind;
+static struct ttask race_t;
+static struct gate race_gate;
+static _Atomic int at_after_run, after_run_go;
+
+static int hook_race(struct vsync *v, unsigned n)
+{
+	(void)v;
+	if (n > 0)
+		return -ETIMEDOUT; /* the deadline has passed for good */
+	switch (race_kind) {
+	case COMPLETION_FIRST:
+		gate_open(&race_gate);
+		while (task_phase(&race_t) != T_DONE)
+			sched_yield(); /* published, not yet seen by the caller */
+		break;
+	case ABANDON_FIRST:
+		break; /* still inside run */
+	case ABANDON_AFTER_RUN:
+		gate_open(&race_gate);
+		while (!atomic_load(&at_after_run))
+			sched_yield(); /* run returned, T_DONE not yet published */
+		break;
+	}
+	return -ETIMEDOUT;
+}
+
+static void point_hold_after_run(struct vsync *v, enum bhp_point where, struct bh_task *t)
+{
+	(void)v;
+	if (where != BHP_AFTER_RUN || t != &race_t.task)
+		return;
+	atomic_store(&at_after_run, 1);
+	while (!atomic_load(&after_run_go))
+		sched_yield();
+}
+
+static void test_timeout_vs_completion(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 300; round++) {
+		struct vsync v;
+		bh_pool_t *p;
+		int r;
+
+		race_kind = (enum race)(round % 3);
+		vs_init(&v);
+		v.call_hook = hook_race;
+		v.point = point_hold_after_run;
+		atomic_store(&at_after_run, 0);
+		atomic_store(&after_run_go, race_kind != ABANDON_AFTER_RUN);
+		gate_init(&race_gate);
+		tt_init(&race_t, &race_gate);
+		p = make_pool(1, 1, 0, BH_POOL_ABORT, &v);
+		r = bh_pool_call(p, &race_t.task, v.now + BH_SEC);
+		if (race_kind == ABANDON_FIRST)
+			gate_open(&race_gate);
+		atomic_store(&after_run_go, 1);
+		AWAIT(pstats(p).active == 0);
+		struct bh_pool_stats st = pstats(p);
+		assert_int_equal(race_t.runs, 1);
+		if (race_kind == COMPLETION_FIRST) {
+			assert_int_equal(r, 0);
+			assert_int_equal(race_t.value, 42);
+			assert_int_equal(race_t.dones, 0);
+			assert_int_equal(st.completed, 1);
+			assert_int_equal(st.abandoned, 0);
+		} else {
+			assert_int_equal(r, -ETIMEDOUT);
+			AWAIT(race_t.dones == 1);
+			assert_int_equal(race_t.status, -ETIMEDOUT);
+			assert_int_equal(st.completed, 0);
+			assert_int_equal(st.abandoned, 1);
+		}
+		assert_int_equal(bh_pool_destroy(p), 0);
+		assert_true(race_t.dones <= 1);
+	}
+}
+
+static struct gate *queued_first_gate;
+static struct ttask *queued_next;
+static int hook_pop_then_timeout(struct vsync *v, unsigned n)
+{
+	(void)v;
+	if (n == 0) {
+		gate_open(queued_first_gate);   /* the worker pops our task... */
+		while (!atomic_load(&queued_next->started))
+			sched_yield(); /* ...and starts it */
+	}
+	return -ETIMEDOUT;
+}
+
+static int hook_timeout_at_once(struct vsync *v, unsigned n)
+{
+	(void)v;
+	(void)n;
+	return -ETIMEDOUT;
+}
+
+/* Timed out while still queued: it never runs, its done gets -ECANCELED
+ * before the call returns, and its queue slot is free at once. Timed out
+ * just as a worker took it off the queue: it runs, abandoned. */
+static void test_timeout_while_queued(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b, c;
+	struct gate g, g2, g3;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	gate_init(&g2);
+	gate_init(&g3);
+	p = make_pool(1, 1, 1, BH_POOL_ABORT, &v);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	v.call_hook = hook_timeout_at_once;
+	assert_int_equal(bh_pool_call(p, &b.task, v.now + BH_SEC), -ETIMEDOUT);
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, -ECANCELED);
+	assert_int_equal(b.runs, 0);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.abandoned_running, 0);
+	assert_int_equal(bh_pool_submit(p, &c.task), 0); /* the slot is free */
+	assert_int_equal(pstats(p).queued, 1);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 2);
+
+	/* popped and started between the timeout and the giving up */
+	tt_init(&a, &g2);
+	tt_init(&b, &g3);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.started);
+	queued_first_gate = &g2;
+	queued_next = &b;
+	v.call_hook = hook_pop_then_timeout;
+	v.call_waits = 0;
+	assert_int_equal(bh_pool_call(p, &b.task, v.now + BH_SEC), -ETIMEDOUT);
+	st = pstats(p);
+	assert_int_equal(st.abandoned_running, 1);
+	assert_true(bh_task_cancelled(&b.task));
+	gate_open(&g3);
+	AWAIT(b.dones == 1);
+	assert_int_equal(b.status, -ETIMEDOUT);
+	assert_int_equal(b.runs, 1);
+	bh_pool_destroy(p);
+}
+
+/* A deadline already past: nothing runs, done gets -ECANCELED, -ETIMEDOUT. */
+static void test_past_deadline(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 1, BH_POOL_CALLER_RUNS, NULL);
+	struct ttask t;
+
+	(void)state;
+	tt_init(&t, NULL);
+	assert_int_equal(bh_pool_call(p, &t.task, 0), -ETIMEDOUT);
+	assert_int_equal(t.runs, 0);
+	assert_int_equal(t.dones, 1);
+	assert_int_equal(t.status, -ECANCELED);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.alive, 0);
+	assert_int_equal(st.abandoned, 1);
+	bh_pool_destroy(p);
+}
+
+/* pthread_cancel of a waiting caller abandons the call like a timeout. */
+static void test_cancel_waiting_caller(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+	struct ttask t;
+	struct caller_arg ca;
+	struct gate g;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&t, &g);
+	ca = (struct caller_arg){ .pool = p, .tt = &t, .deadline = BH_FOREVER, .result = 99 };
+	assert_int_equal(pthread_create(&th, NULL, caller_main, &ca), 0);
+	AWAIT(t.started && (atomic_load((_Atomic uint32_t *)&t.task.priv.state) & TF_SLEEPING));
+	assert_int_equal(pthread_cancel(th), 0);
+	pthread_join(th, &ret);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(ca.result, 99);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.abandoned_running, 1);
+	gate_open(&g);
+	AWAIT(t.dones == 1);
+	assert_int_equal(t.status, -ETIMEDOUT);
+	bh_pool_destroy(p);
+}
+
+/* ---- shutdown -------------------------------------------------------------------- */
+
+static void test_graceful_shutdown(void **state)
+{
+	bh_pool_t *p;
+	struct bh_pool_config cfg = { .name = "gs", .core_threads = 1, .max_threads = 1,
+				      .queue_capacity = 2 };
+	struct ttask t[3], late;
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	assert_int_equal(bh_pool_create(&cfg, &p), 0);
+	for (int i = 0; i < 3; i++) {
+		tt_init(&t[i], i == 0 ? &g : NULL);
+		assert_int_equal(bh_pool_submit(p, &t[i].task), 0);
+	}
+	tt_init(&late, NULL);
+	assert_int_equal(bh_pool_shutdown(p, 0), 3); /* 1 running + 2 queued */
+	assert_int_equal(bh_pool_submit(p, &late.task), -ESHUTDOWN);
+	assert_int_equal(bh_pool_call(p, &late.task, BH_FOREVER), -ESHUTDOWN);
+	assert_int_equal(bh_pool_shutdown(p, bh_now_ns() + BH_MSEC), 3);
+	assert_false(bh_task_cancelled(&t[0].task)); /* graceful: not cancelled */
+	gate_open(&g);
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(t[i].status, 0);
+	assert_int_equal(late.runs + late.dones, 0);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.alive, 0);
+	assert_int_equal(st.completed, 3);
+	AWAIT(count_threads("gs-") == 0); /* joined: none left behind */
+	assert_int_equal(bh_pool_shutdown(p, 0), 0); /* again: still done */
+	bh_pool_destroy(p);
+}
+
+static void test_shutdown_now(void **state)
+{
+	bh_pool_t *p;
+	struct bh_pool_config cfg = { .name = "sn", .core_threads = 2, .max_threads = 2,
+				      .queue_capacity = 3, .flags = BH_POOL_PRESTART };
+	struct ttask run, q1, q2, qc, late;
+	struct caller_arg ca;
+	struct gate g;
+	pthread_t th;
+
+	(void)state;
+	gate_init(&g);
+	assert_int_equal(bh_pool_create(&cfg, &p), 0);
+	tt_init(&run, &g);
+	tt_init(&q1, NULL);
+	tt_init(&q2, NULL);
+	tt_init(&qc, NULL);
+	tt_init(&late, NULL);
+	struct ttask run2;
+	tt_init(&run2, &g);
+	assert_int_equal(bh_pool_submit(p, &run.task), 0);
+	assert_int_equal(bh_pool_submit(p, &run2.task), 0);
+	assert_int_equal(bh_pool_submit(p, &q1.task), 0);
+	ca = (struct caller_arg){ .pool = p, .tt = &qc, .deadline = BH_FOREVER };
+	assert_int_equal(pthread_create(&th, NULL, caller_main, &ca), 0);
+	AWAIT(pstats(p).queued == 2);
+	assert_int_equal(bh_pool_submit(p, &q2.task), 0);
+	AWAIT(run.started && run2.started);
+	assert_int_equal(bh_pool_shutdown_now(p), 3);
+	pthread_join(th, NULL);
+	assert_int_equal(ca.result, -ECANCELED);
+	assert_int_equal(qc.runs + qc.dones, 0);
+	assert_int_equal(q1.dones, 1);
+	assert_int_equal(q1.status, -ECANCELED);
+	assert_int_equal(q2.status, -ECANCELED);
+	assert_int_equal(q1.runs + q2.runs, 0);
+	assert_true(bh_task_cancelled(&run.task)); /* running ones are flagged */
+	assert_int_equal(bh_pool_submit(p, &late.task), -ESHUTDOWN);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.discarded, 3);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(bh_pool_shutdown_now(p), 0); /* nothing more to drop */
+	gate_open(&g);
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	assert_int_equal(run.dones, 1);
+	assert_true(run.cancelled_seen);
+	AWAIT(count_threads("sn-") == 0);
+	bh_pool_destroy(p);
+}
+
+/* An idle pool shuts down at once: idle threads are sent away. */
+static void test_shutdown_idle_pool(void **state)
+{
+	struct bh_pool_config cfg = { .name = "si", .core_threads = 3, .max_threads = 3,
+				      .flags = BH_POOL_PRESTART };
+	bh_pool_t *p;
+
+	(void)state;
+	assert_int_equal(bh_pool_create(&cfg, &p), 0);
+	AWAIT(count_threads("si-") == 3);
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	AWAIT(count_threads("si-") == 0);
+	bh_pool_destroy(p);
+}
+
+static _Atomic int own_destroy = 1, own_shutdown = -1;
+static bh_pool_t *own_pool;
+static void own_thread_extra(struct ttask *tt)
+{
+	(void)tt;
+	atomic_store(&own_destroy, bh_pool_destroy(own_pool));
+	atomic_store(&own_shutdown, bh_pool_shutdown(own_pool, BH_FOREVER));
+}
+
+/* From its own thread the pool can neither be destroyed nor waited for. */
+static void test_own_thread_cannot_wait(void **state)
+{
+	struct ttask t;
+
+	(void)state;
+	own_pool = make_pool(1, 1, 1, BH_POOL_ABORT, NULL);
+	tt_init(&t, NULL);
+	t.extra = own_thread_extra;
+	assert_int_equal(bh_pool_submit(own_pool, &t.task), 0);
+	AWAIT(t.dones == 1);
+	assert_int_equal(atomic_load(&own_destroy), -EDEADLK);
+	assert_int_equal(atomic_load(&own_shutdown), 1); /* itself, still running */
+	assert_int_equal(bh_pool_destroy(own_pool), 0);
+}
+
+/* destroy without shutdown: queued tasks still run. */
+static void test_destroy_runs_queued(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 8, BH_POOL_ABORT, NULL);
+	struct ttask t[8];
+
+	(void)state;
+	for (int i = 0; i < 8; i++) {
+		tt_init(&t[i], NULL);
+		assert_int_equal(bh_pool_submit(p, &t[i].task), 0);
+	}
+	assert_int_equal(bh_pool_destroy(p), 0);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(t[i].runs, 1);
+		assert_int_equal(t[i].status, 0);
+	}
+}
+
+/* done runs with no lock held: it may submit again (a chain). */
+static bh_pool_t *chain_pool;
+static _Atomic int chain_left = 100;
+static struct bh_task chain_task;
+static void chain_run(struct bh_task *t)
+{
+	(void)t;
+}
+static void chain_done(struct bh_task *t, int status)
+{
+	(void)status;
+	if (atomic_fetch_sub(&chain_left, 1) > 1)
+		bh_pool_submit(chain_pool, t);
+}
+
+static void test_done_may_resubmit(void **state)
+{
+	(void)state;
+	chain_pool = make_pool(1, 1, 1, BH_POOL_ABORT, NULL);
+	chain_task = (struct bh_task){ .run = chain_run, .done = chain_done };
+	assert_int_equal(bh_pool_submit(chain_pool, &chain_task), 0);
+	AWAIT(atomic_load(&chain_left) == 0);
+	AWAIT(pstats(chain_pool).completed == 100);
+	bh_pool_destroy(chain_pool);
+}
+
+/* When done runs, the snapshot already counts its task. */
+static bh_pool_t *counted_pool;
+static _Atomic uint64_t counted_seen[8];
+static void counted_done(struct bh_task *t, int status)
+{
+	struct bh_pool_stats st;
+
+	(void)status;
+	bh_pool_stats(counted_pool, &st);
+	atomic_store(&counted_seen[(intptr_t)t->data], st.completed);
+}
+
+static void test_done_sees_itself_counted(void **state)
+{
+	struct bh_task t[8];
+
+	(void)state;
+	counted_pool = make_pool(1, 1, 8, BH_POOL_ABORT, NULL);
+	for (int i = 0; i < 8; i++) {
+		t[i] = (struct bh_task){ .run = chain_run, .done = counted_done,
+					 .data = (void *)(intptr_t)i };
+		assert_int_equal(bh_pool_submit(counted_pool, &t[i]), 0);
+	}
+	AWAIT(pstats(counted_pool).completed == 8);
+	bh_pool_destroy(counted_pool);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(atomic_load(&counted_seen[i]), (uint64_t)i + 1);
+}
+
+/* Without done, run is the last touch: it may free its task. */
+static _Atomic int freed;
+static void free_self(struct bh_task *t)
+{
+	free(t);
+	atomic_fetch_add(&freed, 1);
+}
+
+static void test_run_may_free_without_done(void **state)
+{
+	bh_pool_t *p = make_pool(2, 2, 64, BH_POOL_ABORT, NULL);
+
+	(void)state;
+	for (int i = 0; i < 64; i++) {
+		struct bh_task *t = calloc(1, sizeof(*t));
+
+		assert_non_null(t);
+		t->run = free_self;
+		assert_int_equal(bh_pool_submit(p, t), 0);
+	}
+	bh_pool_destroy(p); /* ASan reports any touch after run */
+	assert_int_equal(atomic_load(&freed), 64);
+}
+
+/* ---- thread creation, names ----------------------------------------------------------- */
+
+static void test_thread_creation_fails(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b, c, d;
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	p = make_pool(1, 2, 1, BH_POOL_ABORT, &v);
+	tt_init(&a, NULL);
+	tt_init(&b, &g);
+	tt_init(&c, NULL);
+	tt_init(&d, NULL);
+	v.fail_create = 2; /* below core, then growing: both fail */
+	assert_int_equal(bh_pool_submit(p, &a.task), -EAGAIN);
+	assert_int_equal(a.runs + a.dones, 0);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.alive, 0);
+	assert_int_equal(st.submitted, 0);
+	assert_int_equal(st.rejected, 1);
+	assert_int_equal(held_permits(p), 0); /* the permit went back */
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	assert_int_equal(bh_pool_submit(p, &c.task), 0); /* queued */
+	v.fail_create = 1;
+	assert_int_equal(bh_pool_submit(p, &d.task), -EAGAIN); /* could not grow */
+	assert_int_equal(held_permits(p), 2);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 2);
+	bh_pool_destroy(p);
+}
+
+static void test_thread_names(void **state)
+{
+	struct bh_pool_config cfg = { .name = "pay", .max_threads = 1 };
+	bh_pool_t *p;
+	struct ttask t;
+
+	(void)state;
+	assert_int_equal(bh_pool_create(&cfg, &p), 0);
+	assert_string_equal(bh_pool_name(p), "pay");
+	tt_init(&t, NULL);
+	assert_int_equal(bh_pool_call(p, &t.task, BH_FOREVER), 0);
+	assert_string_equal(t.thread_name, "pay-1");
+	bh_pool_destroy(p);
+
+	cfg.name = "inventory-service"; /* 17: cut to the kernel's 15 */
+	assert_int_equal(bh_pool_create(&cfg, &p), 0);
+	assert_string_equal(bh_pool_name(p), "inventory-servi");
+	tt_init(&t, NULL);
+	assert_int_equal(bh_pool_call(p, &t.task, BH_FOREVER), 0);
+	assert_string_equal(t.thread_name, "inventory-ser-1"); /* the number survives */
+	bh_pool_destroy(p);
+}
+
+/* ---- sizing ---------------------------------------------------------------------- */
+
+static void test_sizing(void **state)
+{
+	struct bh_pool_load load = { .peak_qps = 50, .p99_ns = 200 * BH_MSEC, .safety = 1.3,
+				     .caller_timeout_ns = 2 * BH_SEC };
+	struct bh_pool_sizing s;
+
+	(void)state;
+	/* seed 002 section 2.3: 50 qps, P99 200 ms, 1.3 -> 13; 26 queued wait 0.52 s */
+	assert_int_equal(bh_pool_size(&load, &s), 0);
+	assert_int_equal(s.max_threads, 13);
+	assert_int_equal(s.core_threads, 6);
+	assert_int_equal(s.queue_capacity, 26);
+	assert_int_equal(s.queue_wait_ns, 520 * BH_MSEC);
+	assert_true(s.fits);
+	/* section 7.2.1: 160 qps, 30 ms, 1.3 -> 6.24 -> 7; 14 / 160 = 87.5 ms < 1 s */
+	load = (struct bh_pool_load){ .peak_qps = 160, .p99_ns = 30 * BH_MSEC, .safety = 1.3,
+				      .caller_timeout_ns = BH_SEC };
+	assert_int_equal(bh_pool_size(&load, &s), 0);
+	assert_int_equal(s.max_threads, 7);
+	assert_int_equal(s.core_threads, 3);
+	assert_int_equal(s.queue_capacity, 14);
+	assert_int_equal(s.queue_wait_ns, 87500 * BH_USEC);
+	assert_true(s.fits);
+	/* a slow dependency at low rate: the queue outlasts the caller */
+	load = (struct bh_pool_load){ .peak_qps = 10, .p99_ns = BH_SEC, .safety = 1.5,
+				      .caller_timeout_ns = BH_SEC };
+	assert_int_equal(bh_pool_size(&load, &s), 0);
+	assert_int_equal(s.max_threads, 15);
+	assert_int_equal(s.queue_capacity, 30);
+	assert_int_equal(s.queue_wait_ns, 3 * BH_SEC);
+	assert_false(s.fits);
+	load.caller_timeout_ns = 0; /* no check asked */
+	assert_int_equal(bh_pool_size(&load, &s), 0);
+	assert_true(s.fits);
+	/* defaults and floors: safety 0 means 1.3; at least one thread */
+	load = (struct bh_pool_load){ .peak_qps = 1, .p99_ns = BH_MSEC };
+	assert_int_equal(bh_pool_size(&load, &s), 0);
+	assert_int_equal(s.max_threads, 1);
+	assert_int_equal(s.core_threads, 1);
+	assert_int_equal(s.queue_capacity, 2);
+	/* bad input */
+	assert_int_equal(bh_pool_size(NULL, &s), -EINVAL);
+	assert_int_equal(bh_pool_size(&load, NULL), -EINVAL);
+	load.peak_qps = 0;
+	assert_int_equal(bh_pool_size(&load, &s), -EINVAL);
+	load.peak_qps = -1;
+	assert_int_equal(bh_pool_size(&load, &s), -EINVAL);
+	load.peak_qps = 0.0 / 0.0;
+	assert_int_equal(bh_pool_size(&load, &s), -EINVAL);
+	load.peak_qps = 1.0 / 0.0;
+	assert_int_equal(bh_pool_size(&load, &s), -EINVAL);
+	load.peak_qps = 10, load.safety = 0.5;
+	assert_int_equal(bh_pool_size(&load, &s), -EINVAL);
+	load.safety = 1.2, load.p99_ns = 0;
+	assert_int_equal(bh_pool_size(&load, &s), -EINVAL);
+	load = (struct bh_pool_load){ .peak_qps = 100000, .p99_ns = BH_SEC };
+	assert_int_equal(bh_pool_size(&load, &s), -ERANGE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_rejects_bad_config),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_errno_untouched),
+		cmocka_unit_test(test_submission_order),
+		cmocka_unit_test(test_core_thread_started_despite_idle),
+		cmocka_unit_test(test_zero_queue_is_handoff),
+		cmocka_unit_test(test_core_zero),
+		cmocka_unit_test(test_prestart),
+		cmocka_unit_test(test_fifo_order),
+		cmocka_unit_test(test_abort_policy),
+		cmocka_unit_test(test_caller_runs_policy),
+		cmocka_unit_test(test_discard_policy),
+		cmocka_unit_test(test_discard_oldest_policy),
+		cmocka_unit_test(test_keepalive_shrinks_to_core),
+		cmocka_unit_test(test_keepalive_races_handoff),
+		cmocka_unit_test(test_poller_takes_work_without_wake),
+		cmocka_unit_test(test_backlog_goes_to_sleepers),
+		cmocka_unit_test(test_call_completes),
+		cmocka_unit_test(test_deadline_keeps_slot),
+		cmocka_unit_test(test_timeout_vs_completion),
+		cmocka_unit_test(test_timeout_while_queued),
+		cmocka_unit_test(test_past_deadline),
+		cmocka_unit_test(test_cancel_waiting_caller),
+		cmocka_unit_test(test_graceful_shutdown),
+		cmocka_unit_test(test_shutdown_now),
+		cmocka_unit_test(test_shutdown_idle_pool),
+		cmocka_unit_test(test_own_thread_cannot_wait),
+		cmocka_unit_test(test_destroy_runs_queued),
+		cmocka_unit_test(test_done_may_resubmit),
+		cmocka_unit_test(test_done_sees_itself_counted),
+		cmocka_unit_test(test_run_may_free_without_done),
+		cmocka_unit_test(test_thread_creation_fails),
+		cmocka_unit_test(test_thread_names),
+		cmocka_unit_test(test_sizing),
+	};
+
+	alarm(300); /* a lost wakeup must fail the run, not hang it */
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
