@@ -9,6 +9,7 @@
 #define _GNU_SOURCE /* accept4 */
 #include <bulkhead.h>
 #include <bulkhead/metrics.h>
+#include <bulkhead/pool.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +30,7 @@
  * both async-signal-safe and race-free (sig_atomic_t is only the former). */
 static atomic_int stopping;
 static bulkhead_t *deps[2]; /* payment, inventory */
+static bh_pool_t *dns;      /* a blocking client behind a thread pool */
 
 static void on_signal(int sig)
 {
@@ -46,7 +48,14 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* A caller: payment is slow (20-40 ms) and small, inventory fast. */
+static void resolve(struct bh_task *t)
+{
+	(void)t;
+	sleep_ms(5); /* stands in for a blocking getaddrinfo() */
+}
+
+/* A caller: payment is slow (20-40 ms) and small, inventory fast; now and
+ * then a blocking lookup through the pool, with a deadline. */
 static void *client(void *arg)
 {
 	unsigned seed = (unsigned)(size_t)arg;
@@ -55,6 +64,13 @@ static void *client(void *arg)
 		int pay = rand_r(&seed) % 3 == 0;
 		bulkhead_t *bh = deps[pay ? 0 : 1];
 
+		if (rand_r(&seed) % 8 == 0) {
+			struct bh_task t = { .run = resolve };
+
+			if (bh_pool_call(dns, &t, BH_FOREVER) == -EBUSY)
+				sleep_ms(1);
+			continue;
+		}
 		if (bh_acquire(bh, 1, bh_now_ns() + 15 * BH_MSEC) == 0) {
 			sleep_ms(pay ? 20 + (unsigned)rand_r(&seed) % 20 : 1 + (unsigned)rand_r(&seed) % 3);
 			bh_release(bh, 1);
@@ -98,7 +114,8 @@ static void write_all(int fd, const char *p, size_t n)
 /* The body: grown until the whole text fits. */
 static char *render(int json, size_t *len)
 {
-	struct bh_metric_set set = { .bulkheads = deps, .n_bulkheads = 2 };
+	struct bh_metric_set set = { .bulkheads = deps, .n_bulkheads = 2, .pools = &dns,
+				     .n_pools = 1 };
 	size_t cap = 16384;
 	char *buf = NULL;
 
@@ -199,7 +216,10 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	if (bh_create(&pay, &deps[0]) || bh_create(&inv, &deps[1]))
+	struct bh_pool_config pool = { .name = "dns", .core_threads = 1, .max_threads = 2,
+				       .queue_capacity = 4 };
+
+	if (bh_create(&pay, &deps[0]) || bh_create(&inv, &deps[1]) || bh_pool_create(&pool, &dns))
 		return 1;
 	if ((lfd = listen_on((unsigned short)port)) < 0) {
 		perror("listen");
@@ -227,6 +247,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 6; i++)
 		pthread_join(t[i], NULL);
 	close(lfd);
+	bh_pool_shutdown(dns, BH_FOREVER);
+	bh_pool_destroy(dns);
 	bh_destroy(deps[0]);
 	bh_destroy(deps[1]);
 	return 0;

@@ -77,32 +77,94 @@ struct snap {
 	struct bh_stats st;
 };
 
-static struct snap *take_snaps(const struct bh_metric_set *set)
-{
-	struct snap *s = calloc(set->n_bulkheads ? set->n_bulkheads : 1, sizeof(*s));
+struct pool_snap {
+	const char *name;
+	struct bh_pool_stats st;
+};
 
-	for (size_t i = 0; s && i < set->n_bulkheads; i++) {
-		s[i].bh = set->bulkheads[i];
-		bh_stats(set->bulkheads[i], &s[i].st);
+/* Everything one export shows, read once up front. */
+struct snaps {
+	struct snap *bh;
+	size_t n_bh;
+	struct pool_snap *pool;
+	size_t n_pool;
+};
+
+static void free_snaps(struct snaps *s)
+{
+	free(s->bh);
+	free(s->pool);
+}
+
+static int take_snaps(const struct bh_metric_set *set, struct snaps *s)
+{
+	s->n_bh = set->n_bulkheads;
+	s->n_pool = set->n_pools;
+	s->bh = calloc(s->n_bh ? s->n_bh : 1, sizeof(*s->bh));
+	s->pool = calloc(s->n_pool ? s->n_pool : 1, sizeof(*s->pool));
+	if (!s->bh || !s->pool) {
+		free_snaps(s);
+		return -ENOMEM;
 	}
-	return s;
+	for (size_t i = 0; i < s->n_bh; i++) {
+		s->bh[i].bh = set->bulkheads[i];
+		bh_stats(set->bulkheads[i], &s->bh[i].st);
+	}
+	for (size_t i = 0; i < s->n_pool; i++) {
+		s->pool[i].name = bh_pool_name(set->pools[i]);
+		bh_pool_stats(set->pools[i], &s->pool[i].st);
+	}
+	return 0;
+}
+
+static bool none_null(void *const *v, size_t n)
+{
+	if (n && !v)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!v[i])
+			return false;
+	return true;
 }
 
 static bool valid(const struct bh_metric_set *set)
 {
-	if (!set || (set->n_bulkheads && !set->bulkheads))
-		return false;
-	for (size_t i = 0; i < set->n_bulkheads; i++)
-		if (!set->bulkheads[i])
-			return false;
-	return true;
+	return set && none_null((void *const *)set->bulkheads, set->n_bulkheads) &&
+	       none_null((void *const *)set->pools, set->n_pools);
 }
 
 /* ---- Prometheus ------------------------------------------------------------- */
 
 struct scalar {
 	const char *name, *type, *help;
-	size_t offset; /* of a uint64_t in struct bh_stats */
+	size_t offset; /* of a uint64_t in the stats struct */
+};
+
+#define SCALAR(table) table, sizeof(table) / sizeof(table[0])
+#define POOL(f) offsetof(struct bh_pool_stats, f)
+
+static const struct scalar pool_scalars[] = {
+	{ "bulkhead_pool_threads", "gauge", "Pool threads alive.", POOL(alive) },
+	{ "bulkhead_pool_active_threads", "gauge", "Pool threads running a task.", POOL(active) },
+	{ "bulkhead_pool_queued", "gauge", "Tasks waiting for a thread.", POOL(queued) },
+	{ "bulkhead_pool_largest_threads", "gauge", "Most pool threads alive at once.",
+	  POOL(largest) },
+	{ "bulkhead_pool_abandoned_running", "gauge",
+	  "Tasks still running whose caller gave up.", POOL(abandoned_running) },
+	{ "bulkhead_pool_core_threads", "gauge", "Configured core threads.", POOL(core_threads) },
+	{ "bulkhead_pool_max_threads", "gauge", "Configured maximum threads.", POOL(max_threads) },
+	{ "bulkhead_pool_queue_capacity", "gauge", "Configured queue capacity.",
+	  POOL(queue_capacity) },
+	{ "bulkhead_pool_submitted_total", "counter", "Tasks submitted.", POOL(submitted) },
+	{ "bulkhead_pool_completed_total", "counter", "Tasks run to completion on the pool.",
+	  POOL(completed) },
+	{ "bulkhead_pool_abandoned_total", "counter", "Calls whose caller gave up.",
+	  POOL(abandoned) },
+	{ "bulkhead_pool_discarded_total", "counter", "Tasks dropped unrun.", POOL(discarded) },
+	{ "bulkhead_pool_caller_ran_total", "counter", "Tasks run by the submitting thread.",
+	  POOL(caller_ran) },
+	{ "bulkhead_pool_rejected_total", "counter", "Submissions that found the pool full.",
+	  POOL(rejected) },
 };
 
 static const struct scalar scalars[] = {
@@ -145,12 +207,35 @@ static void put_head(struct out *o, const char *name, const char *type, const ch
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void put_sample_start(struct out *o, const char *name, const char *suffix,
-			     const struct bulkhead *bh)
+static void put_sample_start(struct out *o, const char *metric, const char *suffix,
+			     const char *name)
 {
-	put(o, "%s%s{name=\"", name, suffix);
-	put_label(o, bh->name);
+	put(o, "%s%s{name=\"", metric, suffix);
+	put_label(o, name);
 	put_char(o, '"');
+}
+
+static uint64_t field(const void *stats, size_t offset)
+{
+	return *(const uint64_t *)((const char *)stats + offset);
+}
+
+/* One family per row of the table, one sample per source: stats[i] is
+ * source i's stats struct, stride bytes apart; names[i] its name. */
+static void put_scalars(struct out *o, const struct scalar *table, size_t rows,
+			const void *stats, size_t stride, const char *const *names, size_t n)
+{
+	if (n == 0)
+		return; /* no families without samples */
+	for (size_t k = 0; k < rows; k++) {
+		put_head(o, table[k].name, table[k].type, table[k].help);
+		for (size_t i = 0; i < n; i++) {
+			put_sample_start(o, table[k].name, "", names[i]);
+			put(o, "} %llu\n",
+			    (unsigned long long)field((const char *)stats + i * stride,
+						      table[k].offset));
+		}
+	}
 }
 
 /* Nanoseconds as exact decimal seconds, trailing zeros trimmed: a bucket
@@ -167,7 +252,7 @@ static void put_seconds(struct out *o, uint64_t ns)
 }
 
 /* One boundary per power of two: the fine buckets below it add up exactly. */
-static void put_histogram(struct out *o, const char *name, const struct bulkhead *bh,
+static void put_histogram(struct out *o, const char *name, const char *bh,
 			  const struct bh_hist *h)
 {
 	uint64_t cum = 0, upper;
@@ -193,36 +278,52 @@ static void put_histogram(struct out *o, const char *name, const struct bulkhead
 	put(o, "} %llu\n", (unsigned long long)h->count);
 }
 
-static void prometheus(struct out *o, const struct snap *s, size_t n)
+/* Names for put_scalars, in source order. */
+static const char **names_of(const struct snaps *s, bool pools)
 {
-	if (n == 0)
-		return; /* no families without samples */
-	for (size_t k = 0; k < sizeof(scalars) / sizeof(scalars[0]); k++) {
-		const struct scalar *m = &scalars[k];
+	size_t n = pools ? s->n_pool : s->n_bh;
+	const char **v = calloc(n ? n : 1, sizeof(*v));
 
-		put_head(o, m->name, m->type, m->help);
-		for (size_t i = 0; i < n; i++) {
-			put_sample_start(o, m->name, "", s[i].bh);
-			put(o, "} %llu\n",
-			    (unsigned long long)*(const uint64_t *)((const char *)&s[i].st +
-								    m->offset));
-		}
-	}
+	for (size_t i = 0; v && i < n; i++)
+		v[i] = pools ? s->pool[i].name : s->bh[i].bh->name;
+	return v;
+}
+
+static void put_histograms(struct out *o, const struct snaps *s)
+{
 	for (size_t k = 0; k < sizeof(histos) / sizeof(histos[0]); k++) {
 		const struct histo *m = &histos[k];
 		bool any = false;
 
-		for (size_t i = 0; i < n; i++)
-			any |= !m->hold || s[i].bh->hold != NULL;
+		for (size_t i = 0; i < s->n_bh; i++)
+			any |= !m->hold || s->bh[i].bh->hold != NULL;
 		if (!any)
 			continue;
 		put_head(o, m->name, "histogram", m->help);
-		for (size_t i = 0; i < n; i++)
-			if (!m->hold || s[i].bh->hold)
-				put_histogram(o, m->name, s[i].bh,
-					      (const struct bh_hist *)((const char *)&s[i].st +
+		for (size_t i = 0; i < s->n_bh; i++)
+			if (!m->hold || s->bh[i].bh->hold)
+				put_histogram(o, m->name, s->bh[i].bh->name,
+					      (const struct bh_hist *)((const char *)&s->bh[i].st +
 								       m->offset));
 	}
+}
+
+static int prometheus(struct out *o, const struct snaps *s)
+{
+	const char **bh_names = names_of(s, false), **pool_names = names_of(s, true);
+	int r = 0;
+
+	if (bh_names && pool_names) {
+		put_scalars(o, SCALAR(scalars), &s->bh[0].st, sizeof(s->bh[0]), bh_names, s->n_bh);
+		put_histograms(o, s);
+		put_scalars(o, SCALAR(pool_scalars), &s->pool[0].st, sizeof(s->pool[0]), pool_names,
+			    s->n_pool);
+	} else {
+		r = -ENOMEM;
+	}
+	free(bh_names);
+	free(pool_names);
+	return r;
 }
 
 /* ---- JSON ------------------------------------------------------------------------- */
@@ -239,65 +340,81 @@ static void put_json_hist(struct out *o, const char *key, const struct bh_hist *
 	put_char(o, '}');
 }
 
-static void json(struct out *o, const struct snap *s, size_t n)
+/* "key":value pairs of a table, keys without the family prefix and _total. */
+static void put_json_fields(struct out *o, const struct scalar *table, size_t rows,
+			    const void *stats, const char *prefix)
+{
+	for (size_t k = 0; k < rows; k++) {
+		const char *key = table[k].name + strlen(prefix);
+		size_t keylen = strlen(key);
+
+		if (keylen > 6 && !strcmp(key + keylen - 6, "_total"))
+			keylen -= 6;
+		put(o, ",\"%.*s\":%llu", (int)keylen, key,
+		    (unsigned long long)field(stats, table[k].offset));
+	}
+}
+
+static int json(struct out *o, const struct snaps *s)
 {
 	put(o, "{\"bulkheads\":[");
-	for (size_t i = 0; i < n; i++) {
-		const struct bh_stats *st = &s[i].st;
+	for (size_t i = 0; i < s->n_bh; i++) {
+		const struct bh_stats *st = &s->bh[i].st;
 
 		put(o, "%s{\"name\":", i ? "," : "");
-		put_json_string(o, s[i].bh->name);
-		for (size_t k = 0; k < sizeof(scalars) / sizeof(scalars[0]); k++) {
-			const char *key = scalars[k].name + strlen("bulkhead_");
-			size_t keylen = strlen(key);
-
-			if (keylen > 6 && !strcmp(key + keylen - 6, "_total"))
-				keylen -= 6;
-			put(o, ",\"%.*s\":%llu", (int)keylen, key,
-			    (unsigned long long)*(const uint64_t *)((const char *)st +
-								    scalars[k].offset));
-		}
+		put_json_string(o, s->bh[i].bh->name);
+		put_json_fields(o, SCALAR(scalars), st, "bulkhead_");
 		put_json_hist(o, "wait", &st->wait);
 		put_json_hist(o, "wait_failed", &st->wait_failed);
-		if (s[i].bh->hold)
+		if (s->bh[i].bh->hold)
 			put_json_hist(o, "hold", &st->hold);
 		put_char(o, '}');
 	}
+	put(o, "],\"pools\":[");
+	for (size_t i = 0; i < s->n_pool; i++) {
+		put(o, "%s{\"name\":", i ? "," : "");
+		put_json_string(o, s->pool[i].name);
+		put_json_fields(o, SCALAR(pool_scalars), &s->pool[i].st, "bulkhead_pool_");
+		put_char(o, '}');
+	}
 	put(o, "]}\n");
+	return 0;
 }
 
 /* ---- entry points ----------------------------------------------------------------- */
 
-typedef void format_fn(struct out *o, const struct snap *s, size_t n);
+typedef int format_fn(struct out *o, const struct snaps *s);
 
 static ssize_t to_buffer(const struct bh_metric_set *set, char *buf, size_t len, format_fn *fmt)
 {
 	struct out o = { .buf = buf, .len = buf ? len : 0 };
-	struct snap *s;
+	struct snaps s;
+	int r;
 
 	if (!valid(set) || (len && !buf))
 		return -EINVAL;
-	if (!(s = take_snaps(set)))
-		return -ENOMEM;
+	if ((r = take_snaps(set, &s)) < 0)
+		return r;
 	if (o.len)
 		o.buf[0] = '\0';
-	fmt(&o, s, set->n_bulkheads);
-	free(s);
-	return (ssize_t)o.pos;
+	r = fmt(&o, &s);
+	free_snaps(&s);
+	return r < 0 ? r : (ssize_t)o.pos;
 }
 
 static int to_file(const struct bh_metric_set *set, FILE *f, format_fn *fmt)
 {
 	struct out o = { .f = f };
-	struct snap *s;
+	struct snaps s;
+	int r;
 
 	if (!valid(set) || !f)
 		return -EINVAL;
-	if (!(s = take_snaps(set)))
-		return -ENOMEM;
-	fmt(&o, s, set->n_bulkheads);
-	free(s);
-	return o.err;
+	if ((r = take_snaps(set, &s)) < 0)
+		return r;
+	r = fmt(&o, &s);
+	free_snaps(&s);
+	return r < 0 ? r : o.err;
 }
 
 ssize_t bh_metrics_prometheus(const struct bh_metric_set *set, char *buf, size_t len)

@@ -521,6 +521,56 @@ static void test_json(void **state)
 	bh_destroy(bh);
 }
 
+/* Pools export their snapshot; the text parses back to bh_pool_stats. */
+static void run_nothing(struct bh_task *t)
+{
+	(void)t;
+}
+
+static void test_pool_export(void **state)
+{
+	struct bh_pool_config cfg = { .name = "dns\"lookup", .core_threads = 1, .max_threads = 2,
+				      .queue_capacity = 3 };
+	struct bh_task tasks[5];
+	bh_pool_t *pool;
+	bulkhead_t *bh = make_bh(2, 0, 0);
+	static char text[128 * 1024];
+	static struct sample s[MAX_SAMPLES];
+	struct bh_pool_stats ps;
+
+	(void)state;
+	assert_int_equal(bh_pool_create(&cfg, &pool), 0);
+	for (int i = 0; i < 5; i++) {
+		tasks[i] = (struct bh_task){ .run = run_nothing };
+		assert_int_equal(bh_pool_call(pool, &tasks[i], BH_FOREVER), 0);
+	}
+	struct bh_metric_set set = { .bulkheads = &bh, .n_bulkheads = 1, .pools = &pool,
+				     .n_pools = 1 };
+	ssize_t len = bh_metrics_prometheus(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	int n = parse_prometheus(text, s);
+	bh_pool_stats(pool, &ps);
+	const char *name = bh_pool_name(pool);
+	assert_true(find(s, n, "bulkhead_pool_completed_total", name, NULL)->value == 5);
+	assert_true(find(s, n, "bulkhead_pool_submitted_total", name, NULL)->value ==
+		    (double)ps.submitted);
+	assert_true(find(s, n, "bulkhead_pool_max_threads", name, NULL)->value == 2);
+	assert_true(find(s, n, "bulkhead_pool_queue_capacity", name, NULL)->value == 3);
+	assert_true(find(s, n, "bulkhead_pool_threads", name, NULL)->value == (double)ps.alive);
+	assert_true(find(s, n, "bulkhead_limit", bh_name(bh), NULL)->value == 2);
+	len = bh_metrics_json(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	assert_non_null(strstr(text, "],\"pools\":[{\"name\":\"dns\\\"lookup\",\"threads\":"));
+	assert_non_null(strstr(text, "\"completed\":5,"));
+	/* a NULL pool is bad input */
+	bh_pool_t *none = NULL;
+	set.pools = &none;
+	assert_int_equal(bh_metrics_prometheus(&set, text, sizeof(text)), -EINVAL);
+	assert_int_equal(bh_pool_shutdown(pool, BH_FOREVER), 0);
+	assert_int_equal(bh_pool_destroy(pool), 0);
+	bh_destroy(bh);
+}
+
 static void test_export_bad_input(void **state)
 {
 	char buf[16];
@@ -534,7 +584,7 @@ static void test_export_bad_input(void **state)
 	assert_int_equal(bh_metrics_json(&empty, NULL, 5), -EINVAL);
 	assert_int_equal(bh_metrics_prometheus_file(&empty, NULL), -EINVAL);
 	assert_int_equal(bh_metrics_prometheus(&empty, buf, sizeof(buf)), 0);
-	assert_int_equal(bh_metrics_json(&empty, buf, sizeof(buf)), 17);
+	assert_int_equal(bh_metrics_json(&empty, buf, sizeof(buf)), 28);
 	assert_string_equal(buf, "{\"bulkheads\":[]"); /* cut to fit */
 }
 
@@ -608,6 +658,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_prometheus_round_trip),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_pool_export),
 		cmocka_unit_test(test_export_bad_input),
 		cmocka_unit_test(test_counters_add_up),
 	};

@@ -32,7 +32,9 @@ for want in \
 	'^bulkhead_acquired_total{name="inventory"} [1-9]' \
 	'^bulkhead_wait_seconds_count{name="payment"} [1-9]' \
 	'^bulkhead_hold_seconds_bucket{name="payment",le="+Inf"} [1-9]' \
-	'^# TYPE bulkhead_wait_seconds histogram$'; do
+	'^# TYPE bulkhead_wait_seconds histogram$' \
+	'^bulkhead_pool_max_threads{name="dns"} 2$' \
+	'^bulkhead_pool_completed_total{name="dns"} [0-9]'; do
 	grep -q "$want" "$tmp/m" || { echo "missing: $want"; fail=1; }
 done
 curl -sf "$url/metrics.json" | grep -q '^{"bulkheads":\[{"name":"payment","limit":4,' ||

@@ -14,6 +14,11 @@
  * acquires, enqueue to grant), bulkhead_wait_failed_seconds (enqueue to
  * timeout, close or cancel) and, with BH_TRACK_HOLD, bulkhead_hold_seconds
  * (histograms, one bucket boundary per power of two from 1.024 us to 68.7 s).
+ *
+ * Pools (label name="<pool name>"): bulkhead_pool_threads, _active_threads,
+ * _queued, _largest_threads, _abandoned_running, _core_threads, _max_threads,
+ * _queue_capacity (gauges); bulkhead_pool_{submitted,completed,abandoned,
+ * discarded,caller_ran,rejected}_total (counters).
  */
 #ifndef BULKHEAD_METRICS_H
 #define BULKHEAD_METRICS_H
@@ -23,6 +28,7 @@
 #include <sys/types.h>
 
 #include <bulkhead.h>
+#include <bulkhead/pool.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +37,8 @@ extern "C" {
 struct bh_metric_set {
 	bulkhead_t *const *bulkheads;
 	size_t n_bulkheads;
+	bh_pool_t *const *pools; /* thread-pool bulkheads (bulkhead/pool.h) */
+	size_t n_pools;
 };
 
 /* Write the text into buf (at most len bytes, NUL-terminated when len > 0).
