@@ -440,15 +440,19 @@ int main(int argc, char **argv)
 	static const int cfg[][2] = { { 2, 1 }, { 2, 4 }, { 8, 1 }, { 8, 4 } };
 	printf("\ncontended acquire+~100ns+release, Mops/s (median of %d x %u ms)\n", reps, ms);
 	printf("  %-22s %9s %9s %9s %9s\n", "", "2thr/1p", "2thr/4p", "8thr/1p", "8thr/4p");
-	double ops[I_COUNT][4];
+	/* Contenders take turns within each round, so drift in the machine's
+	 * state (vCPU wake-up latency swings widely on a VM) hits them alike. */
+	double ops[I_COUNT][4], runs[I_COUNT][4][99];
+	for (int j = 0; j < 4; j++)
+		for (int i = 0; i < reps; i++)
+			for (int k = I_SEM; k < I_COUNT; k++)
+				runs[k][j][i] = contended_ops((enum impl)k, cfg[j][0],
+							      (unsigned)cfg[j][1], ms);
 	for (int k = I_SEM; k < I_COUNT; k++) {
 		printf("  %-22s", impl_name[k]);
 		for (int j = 0; j < 4; j++) {
-			for (int i = 0; i < reps; i++)
-				samples[i] = contended_ops((enum impl)k, cfg[j][0], (unsigned)cfg[j][1], ms);
-			ops[k][j] = median(samples, reps);
+			ops[k][j] = median(runs[k][j], reps);
 			printf(" %9.3f", ops[k][j] / 1e6);
-			fflush(stdout);
 		}
 		printf("\n");
 	}
