@@ -108,7 +108,7 @@ check $k "naive: callers gave up and the calls ran on" "naive_gave_up > 0 && nai
 check $k "tracked: reported == kernel at every check" \
 	"tracked_mismatched == 0 && tracked_max_hidden == 0"
 check $k "tracked: reported == kernel at every sample" \
-	"tracked_samples >= 40 && tracked_samples_mismatched == 0"
+	"tracked_samples >= 25 && tracked_samples_mismatched == 0"
 check $k "tracked: within the limit in the kernel" \
 	"tracked_peak_kernel <= limit && tracked_peak_reported <= limit"
 check $k "tracked: within the limit at payment" "tracked_peak_backend <= limit"
