@@ -1,6 +1,7 @@
 # Rules for the tools area (owned by that area's work; included from Makefile.am).
 # bulkhead-size sizes a bulkhead; bulkhead-demo runs the seeds' containment
-# scenario over loopback. Both share the flag parser and the sizing model.
+# scenario over loopback, and with liburing their async trap too. Both share
+# the flag parser and the sizing model.
 noinst_LTLIBRARIES += tools/libbhtools.la
 tools_libbhtools_la_SOURCES = tools/cli.c tools/cli.h tools/sizing.c tools/sizing.h
 
@@ -25,8 +26,19 @@ EXTRA_DIST += tests/test_size.sh
 bin_PROGRAMS += tools/bulkhead-demo
 tools_bulkhead_demo_SOURCES = tools/bulkhead-demo.c tools/demo.h tools/demo_backend.c \
 	tools/demo_service.c tools/demo_report.c tools/demo_svg.c
+tools_bulkhead_demo_CPPFLAGS = $(AM_CPPFLAGS) $(LIBURING_CFLAGS)
 tools_bulkhead_demo_LDADD = tools/libbhtools.la src/libbulkhead.la
+# The async-trap scenario needs liburing; without it the demo says so.
+if HAVE_LIBURING
+tools_bulkhead_demo_SOURCES += tools/demo_trap.h tools/demo_trap.c tools/demo_trap_caller.c \
+	tools/demo_trap_svg.c
+tools_bulkhead_demo_LDADD += $(LIBURING_LIBS)
+# For the test: the demo on a system that refuses io_uring.
+check_PROGRAMS += tests/no_io_uring
+tests_no_io_uring_SOURCES = tests/no_io_uring.c
+endif
 
-# bulkhead-demo end to end: a short run must show the containment.
-TESTS += tests/test_demo.sh
-EXTRA_DIST += tests/test_demo.sh
+# bulkhead-demo end to end: a short run must show the containment, and
+# another the async trap (skipped without io_uring).
+TESTS += tests/test_demo.sh tests/test_demo_trap.sh
+EXTRA_DIST += tests/test_demo.sh tests/test_demo_trap.sh

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bulkhead-demo end to end: a short run of both scenarios must show the
+# bulkhead-demo end to end: a short run of both runs must show the
 # containment (with isolation inventory keeps succeeding while payment is
 # slow; without, it fails), bad flags must exit 2, and SIGTERM must stop it
 # cleanly (the demo itself fails if a thread or socket it made is left).
@@ -39,8 +39,9 @@ bad "--fault-latency must exceed" --fault-latency 100ms
 bad "needs a value" --rate
 bad "unexpected argument" extra
 bad "--scenario" --scenario nonsense
-# The io_uring scenario is a marked hook until issue 4 lands.
-bad "not built yet" --scenario async-trap
+# Flags of the other scenario (tests/test_demo_trap.sh runs that one).
+bad "--call-deadline does not apply to --scenario containment" --call-deadline 100ms
+bad "--only: expected 'without' or 'with'" --only naive
 "$prog" --help >"$tmp/out" 2>&1 && grep -q '^Usage: ' "$tmp/out" || fail "--help"
 
 # ---- the containment run ---------------------------------------------------

@@ -6,8 +6,14 @@
  * with a libbulkhead bulkhead per dependency (sized by the same model as
  * bulkhead-size), prints a line per second, a side-by-side summary, and an
  * SVG chart. Ctrl-C stops it cleanly; at exit it checks that no thread or
- * socket it made is left. See bulkhead-demo(1) and tools/demo.h. */
+ * socket it made is left. See bulkhead-demo(1) and tools/demo.h.
+ *
+ * --scenario async-trap runs the seeds' async trap instead: an io_uring
+ * caller that gives its permit back when it stops waiting, then one whose
+ * permit follows the call (tools/demo_trap.h). */
 #define _GNU_SOURCE /* dirfd, sigtimedwait, strsignal */
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +29,12 @@
 #include "cli.h"
 #include "demo.h"
 #include "sizing.h"
+#ifdef HAVE_LIBURING
+#include "demo_trap.h"
+#endif
+
+/* A scenario this build or this system cannot run (sysexits' EX_UNAVAILABLE). */
+#define EXIT_UNAVAILABLE 69
 
 /* ---- flags --------------------------------------------------------------- */
 
@@ -60,8 +72,20 @@ static const char usage_text[] =
 	"      --kv FILE             also write the summary as key=value lines\n"
 	"  -q, --quiet               no line per second\n"
 	"      --seed N              seed of the order mix and the jitter (default 1)\n"
-	"      --scenario NAME       containment (default), or async-trap (not built yet)\n"
+	"      --scenario NAME       containment (default) or async-trap\n"
 	"  -h, --help                show this help\n"
+	"\n"
+	"--scenario async-trap: one io_uring event loop calls payment through a\n"
+	"bulkhead; its callers stop waiting after --pay-timeout. Run 'naive' gives\n"
+	"the permit back then, with the call still in the kernel; run 'tracked'\n"
+	"lets it follow the call. Prints what the bulkhead reports in flight and\n"
+	"what really is. About 30 s. It takes --rate (calls/s, default 50),\n"
+	"--pay-latency, --jitter, --fault-latency (default 3s), --duration\n"
+	"(default 14s), --fault-at (3s), --fault-for (7s), --pay-timeout (default\n"
+	"400ms), --pay-bulkhead C (permits, default 16), --only naive|tracked,\n"
+	"--svg (default bulkhead-demo-async-trap.svg), --kv, --quiet, --seed, and\n"
+	"      --call-deadline TIME  the tracked call's own deadline, a linked\n"
+	"                            timeout (default 7/8 of --pay-timeout; 'none')\n"
 	"\n"
 	"TIME is a number with an optional unit: us, ms, s. A bare number is in\n"
 	"seconds for --duration, --fault-at and --fault-for, in ms elsewhere.\n";
@@ -70,8 +94,10 @@ enum {
 	OPT_PAY_SHARE = 256, OPT_ACCEPT, OPT_INV_TIMEOUT, OPT_PAY_TIMEOUT, OPT_INV_LAT,
 	OPT_PAY_LAT, OPT_JITTER, OPT_FAULT_LAT, OPT_FAULT_AT, OPT_FAULT_FOR, OPT_SAFETY,
 	OPT_INV_BH, OPT_PAY_BH, OPT_INV_QW, OPT_PAY_QW, OPT_ONLY, OPT_SVG, OPT_KV, OPT_SEED,
-	OPT_SCENARIO,
+	OPT_SCENARIO, OPT_CALL_DEADLINE, NOPT_IDS
 };
+
+enum scenario_id { SC_CONTAINMENT = 1, SC_TRAP = 2 };
 
 /* Flags that set one number of the configuration. */
 enum value_kind { V_NUMBER, V_COUNT, V_MS, V_SECONDS };
@@ -129,6 +155,7 @@ static const struct option longopts[] = {
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "scenario", required_argument, NULL, OPT_SCENARIO },
+	{ "call-deadline", required_argument, NULL, OPT_CALL_DEADLINE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -185,14 +212,62 @@ static void parse_bulkhead(const char *flag, const char *s, struct demo_config *
 	c->queue_given[d] = plus != NULL;
 }
 
-static void parse_only(const char *s, struct demo_config *c)
+/* What the command line said beyond the values: which flags it gave, for
+ * the checks and defaults that depend on the scenario. */
+struct cmdline {
+	const char *scenario, *only;
+	bool given[NOPT_IDS];
+};
+
+/* Flags that belong to one scenario; the rest serve both. */
+static const struct {
+	int id;
+	enum scenario_id in;
+} one_scenario_flags[] = {
+	{ OPT_PAY_SHARE, SC_CONTAINMENT }, { 'w', SC_CONTAINMENT },
+	{ OPT_ACCEPT, SC_CONTAINMENT },    { OPT_INV_TIMEOUT, SC_CONTAINMENT },
+	{ OPT_INV_LAT, SC_CONTAINMENT },   { OPT_SAFETY, SC_CONTAINMENT },
+	{ OPT_INV_BH, SC_CONTAINMENT },    { OPT_INV_QW, SC_CONTAINMENT },
+	{ OPT_PAY_QW, SC_CONTAINMENT },    { OPT_CALL_DEADLINE, SC_TRAP },
+};
+
+static const char *flag_name(int id)
 {
-	if (strcmp(s, "without") == 0)
+	for (const struct option *o = longopts; o->name; o++)
+		if (o->val == id)
+			return o->name;
+	return "?";
+}
+
+static void check_flags_apply(const struct cmdline *cl, enum scenario_id sc)
+{
+	for (size_t i = 0; i < sizeof(one_scenario_flags) / sizeof(one_scenario_flags[0]); i++)
+		if (cl->given[one_scenario_flags[i].id] && one_scenario_flags[i].in != sc)
+			cli_usage_error("--%s does not apply to --scenario %s",
+					flag_name(one_scenario_flags[i].id), cl->scenario);
+}
+
+static void parse_only(const char *s, struct demo_config *c, enum scenario_id sc)
+{
+	const char *first = sc == SC_TRAP ? "naive" : "without";
+	const char *second = sc == SC_TRAP ? "tracked" : "with";
+
+	if (!s)
+		return;
+	if (strcmp(s, first) == 0)
 		c->runs = RUN_WITHOUT;
-	else if (strcmp(s, "with") == 0)
+	else if (strcmp(s, second) == 0)
 		c->runs = RUN_WITH;
 	else
-		cli_usage_error("--only: expected 'without' or 'with', got '%s'", s);
+		cli_usage_error("--only: expected '%s' or '%s', got '%s'", first, second, s);
+}
+
+static void parse_call_deadline(const char *s, struct demo_config *c)
+{
+	if (strcmp(s, "none") == 0)
+		c->call_deadline_s = 0;
+	else
+		c->call_deadline_s = cli_duration("--call-deadline", s, CLI_MS, 1e-3, 60);
 }
 
 static void check_timeline(const struct demo_config *c)
@@ -205,24 +280,73 @@ static void check_timeline(const struct demo_config *c)
 				"the fault is a slowdown");
 }
 
-static const char *parse(int argc, char **argv, struct demo_config *c)
+/* async-trap's own defaults, for what the command line left unsaid: about
+ * 30 s for both runs, payment slow well past its callers' patience. */
+static void trap_defaults(struct demo_config *c, const struct cmdline *cl)
 {
-	const char *scenario = "containment";
+	static const struct {
+		int id;
+		size_t field;
+		double v;
+	} d[] = {
+		{ 'r', FIELD(rate), 50 },
+		{ 'd', FIELD(duration_s), 14 },
+		{ OPT_FAULT_AT, FIELD(fault_at_s), 3 },
+		{ OPT_FAULT_FOR, FIELD(fault_for_s), 7 },
+		{ OPT_FAULT_LAT, FIELD(fault_latency_s), 3 },
+		{ OPT_PAY_TIMEOUT, FIELD(timeout_s[DEP_PAY]), 0.4 },
+	};
+
+	for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++)
+		if (!cl->given[d[i].id])
+			*(double *)((char *)c + d[i].field) = d[i].v;
+	if (!cl->given[OPT_PAY_BH])
+		c->conc[DEP_PAY] = 16;
+	if (!cl->given[OPT_SVG])
+		c->svg_path = "bulkhead-demo-async-trap.svg";
+	if (!cl->given[OPT_CALL_DEADLINE])
+		c->call_deadline_s = 0.875 * c->timeout_s[DEP_PAY];
+}
+
+static void check_trap(const struct demo_config *c)
+{
+	if (c->queue_given[DEP_PAY])
+		cli_usage_error("--pay-bulkhead: async-trap takes permits only (C, no +K): "
+				"its event loop never queues for a permit");
+	if (c->call_deadline_s > c->timeout_s[DEP_PAY])
+		cli_usage_error("--call-deadline (%g ms) must not exceed --pay-timeout (%g ms): "
+				"the call should end before its caller stops waiting",
+				c->call_deadline_s * 1e3, c->timeout_s[DEP_PAY] * 1e3);
+}
+
+static enum scenario_id scenario_id(const char *name)
+{
+	if (strcmp(name, "containment") == 0)
+		return SC_CONTAINMENT;
+	if (strcmp(name, "async-trap") == 0)
+		return SC_TRAP;
+	cli_usage_error("--scenario: expected 'containment' or 'async-trap', got '%s'", name);
+}
+
+static void read_flags(int argc, char **argv, struct demo_config *c, struct cmdline *cl)
+{
 	int ch;
 
-	defaults(c);
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":r:w:d:qh", longopts, NULL)) != -1) {
+		if (ch > 0 && ch < NOPT_IDS)
+			cl->given[ch] = true;
 		if (set_value(c, ch, optarg))
 			continue;
 		switch (ch) {
 		case OPT_INV_BH: parse_bulkhead("--inv-bulkhead", optarg, c, DEP_INV); break;
 		case OPT_PAY_BH: parse_bulkhead("--pay-bulkhead", optarg, c, DEP_PAY); break;
-		case OPT_ONLY: parse_only(optarg, c); break;
+		case OPT_ONLY: cl->only = optarg; break;
 		case OPT_SVG: c->svg_path = optarg; break;
 		case OPT_KV: c->kv_path = optarg; break;
 		case 'q': c->quiet = true; break;
-		case OPT_SCENARIO: scenario = optarg; break;
+		case OPT_SCENARIO: cl->scenario = optarg; break;
+		case OPT_CALL_DEADLINE: parse_call_deadline(optarg, c); break;
 		case 'h': printf(usage_text, cli_prog); exit(0);
 		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
 		default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
@@ -230,8 +354,24 @@ static const char *parse(int argc, char **argv, struct demo_config *c)
 	}
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
+}
+
+static const char *parse(int argc, char **argv, struct demo_config *c)
+{
+	struct cmdline cl = { .scenario = "containment" };
+	enum scenario_id sc;
+
+	defaults(c);
+	read_flags(argc, argv, c, &cl);
+	sc = scenario_id(cl.scenario);
+	check_flags_apply(&cl, sc);
+	parse_only(cl.only, c, sc);
+	if (sc == SC_TRAP) {
+		trap_defaults(c, &cl);
+		check_trap(c);
+	}
 	check_timeline(c);
-	return scenario;
+	return cl.scenario;
 }
 
 /* ---- signals and the clock ---------------------------------------------- */
@@ -251,8 +391,7 @@ static void block_stop_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* Sleep until t_ns (bh_now_ns clock); false when a stop signal came. */
-static bool wait_until(uint64_t t_ns)
+bool demo_wait_until(uint64_t t_ns)
 {
 	for (;;) {
 		uint64_t now = bh_now_ns();
@@ -458,11 +597,6 @@ static void print_intro(const struct demo *dm)
 	fflush(stdout);
 }
 
-static bool fault_in(const struct demo_config *c, double from_s, double to_s)
-{
-	return from_s < c->fault_at_s + c->fault_for_s && to_s > c->fault_at_s;
-}
-
 /* Switch payment's latency at the fault's edges. */
 static void set_fault(struct demo *dm, bool on)
 {
@@ -480,7 +614,7 @@ static bool drain(struct demo *dm, struct service *s)
 
 	service_stop_load(s);
 	while (!service_idle(s) && bh_now_ns() < end)
-		if (!wait_until(bh_now_ns() + 20 * BH_MSEC))
+		if (!demo_wait_until(bh_now_ns() + 20 * BH_MSEC))
 			return false;
 	return true;
 }
@@ -501,13 +635,13 @@ static int drive(struct demo *dm, struct service *s, struct run_report *rr, stru
 		uint64_t tick = t0 + (uint64_t)sec * BH_SEC;
 		uint64_t at = stage < 2 && edge[stage] < tick ? edge[stage] : tick;
 
-		if (!wait_until(at))
+		if (!demo_wait_until(at))
 			return -EINTR;
 		if (stage < 2 && bh_now_ns() >= edge[stage]) {
 			set_fault(dm, ++stage == 1);
 			continue;
 		}
-		reporter_tick(&rp, rr, c, s, sec, fault_in(c, sec - 1.0, sec));
+		reporter_tick(&rp, rr, c, s, sec, fault_overlaps(c, sec - 1.0, sec));
 		sec++;
 	}
 	return drain(dm, s) ? 0 : -EINTR;
@@ -622,24 +756,45 @@ static int run_containment(struct demo *dm)
 
 /* ---- scenarios -------------------------------------------------------------- */
 
+#ifdef HAVE_LIBURING
+static int run_async_trap(struct demo *dm)
+{
+	int r = trap_scenario(&dm->cfg);
+
+	dm->interrupted = r == -EINTR;
+	return r;
+}
+
+static const char *async_trap_unavailable(void)
+{
+	static char why[160];
+	int r = trap_probe_uring();
+
+	if (r == 0)
+		return NULL;
+	snprintf(why, sizeof(why), "this system refuses io_uring (%s); see "
+		 "/proc/sys/kernel/io_uring_disabled, or the container's seccomp profile",
+		 strerror(-r));
+	return why;
+}
+#else
+#define run_async_trap NULL
+
+static const char *async_trap_unavailable(void)
+{
+	return "this build has no io_uring support (configure found no liburing >= 2.3)";
+}
+#endif
+
 struct scenario {
 	const char *name;
 	int (*run)(struct demo *dm);
-	const char *missing; /* why it cannot run yet */
+	const char *(*unavailable)(void); /* why it cannot run here, or NULL */
 };
 
 static const struct scenario scenarios[] = {
 	{ "containment", run_containment, NULL },
-	/*
-	 * HOOK (issue 4): the async trap of seed 000, mistake #5. An io_uring
-	 * caller whose naive version releases its permit when it stops waiting
-	 * (a timeout) lets real in-flight work exceed the limit; with the
-	 * io_uring completion tracker the permit follows the completion and
-	 * in_flight stays exact. Print both counts side by side, reusing the
-	 * backends above (payment in its fault is the slow target). Put its
-	 * run function here once include/bulkhead/uring.h lands.
-	 */
-	{ "async-trap", NULL, "it needs the io_uring completion tracker (issue 4)" },
+	{ "async-trap", run_async_trap, async_trap_unavailable },
 };
 
 static const struct scenario *find_scenario(const char *name)
@@ -647,21 +802,24 @@ static const struct scenario *find_scenario(const char *name)
 	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
 		if (strcmp(scenarios[i].name, name) == 0)
 			return &scenarios[i];
-	cli_usage_error("--scenario: expected 'containment' or 'async-trap', got '%s'", name);
+	abort(); /* parse accepted only these names */
 }
 
 int main(int argc, char **argv)
 {
 	struct demo dm;
 	const struct scenario *sc;
+	const char *why;
 	struct fdset before;
 	int r;
 
 	cli_prog = "bulkhead-demo";
 	memset(&dm, 0, sizeof(dm));
 	sc = find_scenario(parse(argc, argv, &dm.cfg));
-	if (!sc->run)
-		cli_usage_error("scenario '%s' is not built yet: %s", sc->name, sc->missing);
+	if (sc->unavailable && (why = sc->unavailable()) != NULL) {
+		fprintf(stderr, "%s: scenario %s cannot run: %s\n", cli_prog, sc->name, why);
+		return EXIT_UNAVAILABLE;
+	}
 	block_stop_signals();
 	our_kind_fds(&before);
 	r = sc->run(&dm);

@@ -55,14 +55,15 @@ struct demo_config {
 	uint32_t conc[NDEPS], queue[NDEPS];
 	bool queue_given[NDEPS];
 	double queue_wait_s[NDEPS];
+	double call_deadline_s; /* async-trap: the tracked call's own deadline (0: none) */
 	unsigned runs;        /* RUN_WITHOUT | RUN_WITH */
 	const char *svg_path, *kv_path;
 	uint32_t seed;
 	bool quiet;
 };
 
-#define RUN_WITHOUT 1u
-#define RUN_WITH 2u
+#define RUN_WITHOUT 1u /* async-trap: the naive run */
+#define RUN_WITH 2u    /* async-trap: the tracked run */
 
 /* One finished order; times in ns from the start of its run. */
 struct record {
@@ -99,6 +100,10 @@ struct backend {
 	struct bconn **conns;
 	size_t nconns, cap;
 	_Atomic uint64_t answered;
+	/* Requests read whose answer is not yet sent (their connection still
+	 * open), and the most there were since the last backend_take_peak:
+	 * what the backend is really serving, whatever its callers think. */
+	_Atomic uint32_t serving, serving_peak;
 	int error; /* first fatal error of the thread, as -errno */
 };
 
@@ -106,6 +111,9 @@ int backend_start(struct backend *b, const char *name, double latency_s, double 
 		  uint64_t seed);
 void backend_set_latency(struct backend *b, double latency_s);
 void backend_stop(struct backend *b);
+uint32_t backend_serving(struct backend *b);
+/* The peak of serving since the last call, which starts a new one. */
+uint32_t backend_take_peak(struct backend *b);
 
 /* The answer a backend gives to request id; a caller checks it. */
 uint64_t backend_answer(uint64_t id);
@@ -213,6 +221,16 @@ int svg_write(const char *path, const struct run_report *without, const struct r
 	      const struct demo_config *cfg);
 
 /* ---- helpers ------------------------------------------------------------- */
+
+/* Sleep until t_ns (bh_now_ns clock); false when a stop signal came
+ * (bulkhead-demo.c: only the main thread takes them). */
+bool demo_wait_until(uint64_t t_ns);
+
+/* Whether the fault overlaps [from_s, to_s) of a run. */
+static inline bool fault_overlaps(const struct demo_config *c, double from_s, double to_s)
+{
+	return from_s < c->fault_at_s + c->fault_for_s && to_s > c->fault_at_s;
+}
 
 static inline uint64_t sec_to_ns(double s)
 {

@@ -58,8 +58,25 @@ static int epoll_add(struct backend *b, int fd, void *ptr)
 	return epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
+/* Only the backend's thread changes serving; others read it. */
+static void serving_add(struct backend *b)
+{
+	uint32_t n = atomic_load_explicit(&b->serving, memory_order_relaxed) + 1;
+
+	atomic_store_explicit(&b->serving, n, memory_order_relaxed);
+	if (n > atomic_load_explicit(&b->serving_peak, memory_order_relaxed))
+		atomic_store_explicit(&b->serving_peak, n, memory_order_relaxed);
+}
+
+static void serving_sub(struct backend *b)
+{
+	atomic_fetch_sub_explicit(&b->serving, 1, memory_order_relaxed);
+}
+
 static void conn_close(struct backend *b, size_t i)
 {
+	if (b->conns[i]->due_ns)
+		serving_sub(b); /* its caller left before the answer */
 	close(b->conns[i]->fd); /* also leaves the epoll set */
 	free(b->conns[i]);
 	b->conns[i] = b->conns[--b->nconns];
@@ -116,6 +133,7 @@ static void take_request(struct backend *b, struct bconn *c)
 	c->len -= (size_t)(nl + 1 - c->buf);
 	memmove(c->buf, nl + 1, c->len);
 	c->due_ns = bh_now_ns() + draw_latency(b);
+	serving_add(b);
 }
 
 /* Returns false when the connection is finished (EOF, error, garbage). */
@@ -140,6 +158,7 @@ static bool conn_answer(struct backend *b, struct bconn *c)
 			   backend_answer(c->id));
 
 	c->due_ns = 0;
+	serving_sub(b);
 	if (send(c->fd, out, (size_t)len, MSG_NOSIGNAL) != len)
 		return false; /* the caller gave up and left: fine */
 	atomic_fetch_add_explicit(&b->answered, 1, memory_order_relaxed);
@@ -259,6 +278,8 @@ int backend_start(struct backend *b, const char *name, double latency_s, double 
 	b->jitter = jitter;
 	b->rng = seed | 1;
 	atomic_init(&b->latency_ns, sec_to_ns(latency_s));
+	atomic_init(&b->serving, 0);
+	atomic_init(&b->serving_peak, 0);
 	b->listen_fd = listen_loopback(&b->port);
 	b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -282,6 +303,18 @@ fail:
 void backend_set_latency(struct backend *b, double latency_s)
 {
 	atomic_store_explicit(&b->latency_ns, sec_to_ns(latency_s), memory_order_relaxed);
+}
+
+uint32_t backend_serving(struct backend *b)
+{
+	return atomic_load_explicit(&b->serving, memory_order_relaxed);
+}
+
+uint32_t backend_take_peak(struct backend *b)
+{
+	/* A new peak starts from what is served now. */
+	return atomic_exchange_explicit(&b->serving_peak, backend_serving(b),
+					memory_order_relaxed);
 }
 
 void backend_stop(struct backend *b)
