@@ -533,9 +533,10 @@ int main(int argc, char **argv)
 
 		run_round(rounds++, &seed, round_ns, base);
 	}
-	printf("stress_pool: rounds=%u tasks=%llu completed=%llu abandoned=%llu discarded=%llu "
+	/* stress/run.sh takes "NAME: PASS " as the verdict */
+	printf("stress_pool: %s rounds=%u tasks=%llu completed=%llu abandoned=%llu discarded=%llu "
 	       "caller_ran=%llu rejected=%llu refused_closed=%llu checks=%lu violations=%lu\n",
-	       rounds, tot[T_TASKS], tot[T_COMPLETED], tot[T_ABANDONED], tot[T_DISCARDED],
+	       atomic_load(&violations) ? "FAIL" : "PASS", rounds, tot[T_TASKS], tot[T_COMPLETED], tot[T_ABANDONED], tot[T_DISCARDED],
 	       tot[T_CALLER_RAN], tot[T_REJECTED], tot[T_SHUTDOWN], atomic_load(&checks),
 	       atomic_load(&violations));
 	return atomic_load(&violations) ? 1 : 0;

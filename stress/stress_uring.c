@@ -639,10 +639,11 @@ int main(void)
 		VIOLATION("at the end: in_flight %llu, queued %llu, over_released %llu",
 			  (unsigned long long)st.in_flight, (unsigned long long)st.queued,
 			  (unsigned long long)st.over_released);
-	printf("stress_uring: %s%s, %.1f s: ops started %llu, done %llu, more %llu, cancels %llu, "
+	/* stress/run.sh takes "NAME: PASS " as the verdict */
+	printf("stress_uring: %s %s%s, %.1f s: ops started %llu, done %llu, more %llu, cancels %llu, "
 	       "rejected %llu, waits %llu, grants %llu, client ok %llu busy %llu; checks %llu, "
 	       "violations %d\n",
-	       cfg.flags ? "fair" : "unfair", defer_taskrun ? ", defer_taskrun" : "", secs,
+	       atomic_load(&violations) ? "FAIL" : "PASS", cfg.flags ? "fair" : "unfair", defer_taskrun ? ", defer_taskrun" : "", secs,
 	       (unsigned long long)tot.started, (unsigned long long)tot.done,
 	       (unsigned long long)tot.mores, (unsigned long long)tot.cancels,
 	       (unsigned long long)tot.rejected, (unsigned long long)tot.waits,
