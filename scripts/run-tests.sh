@@ -1,14 +1,14 @@
 #!/bin/sh
 # The whole suite: install what is missing, then build and test three ways,
 # each with `make check` and then the stress suite (`make stress`: every
-# program in STRESS_PROGS for BH_STRESS_SECONDS each, 10 here):
+# program in STRESS_PROGS for BH_STRESS_SECONDS each, 20 here):
 #   build/       gcc -Werror
 #   build-tsan/  clang -fsanitize=thread
 #   build-asan/  gcc -fsanitize=address,undefined
 # Exits non-zero on the first failure.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
-export BH_STRESS_SECONDS="${BH_STRESS_SECONDS:-10}"
+export BH_STRESS_SECONDS="${BH_STRESS_SECONDS:-20}"
 "$top/scripts/install-deps.sh"
 
 check() {
