@@ -622,6 +622,9 @@ static void *worker_main(void *arg)
 	bool idle;
 
 	bhp_self = w;
+	/* A worker belongs to the pool: a stray pthread_cancel must not kill it
+	 * mid-task, and its parking waits then skip the cancellation window. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	name_thread(p, w->num);
 	/* Listed idle from the start: w->task belongs to hand() until P_GO. */
 	t = w->start_idle ? park(p, w) : w->task;
