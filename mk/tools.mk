@@ -41,4 +41,4 @@ endif
 # bulkhead-demo end to end: a short run must show the containment, and
 # another the async trap (skipped without io_uring).
 TESTS += tests/test_demo.sh tests/test_demo_trap.sh
-EXTRA_DIST += tests/test_demo.sh tests/test_demo_trap.sh
+EXTRA_DIST += tests/test_demo.sh tests/test_demo_trap.sh tests/demo_sigterm.sh

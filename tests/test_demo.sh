@@ -12,6 +12,8 @@ pid=
 trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 fails=0
 
+. "${top_srcdir:-.}/tests/demo_sigterm.sh"
+
 fail() {
 	echo "FAIL: $*"
 	fails=$((fails + 1))
@@ -87,30 +89,7 @@ grep -q "summary: orders that arrived during the fault" "$tmp/run" || fail "no s
 # ---- SIGTERM mid-run: prompt, clean, 128 + 15 -------------------------------
 # (A background job of a script ignores SIGINT, as shells arrange; Ctrl-C in
 # a terminal takes the same path as SIGTERM.)
-"$prog" --duration 60 --fault-at 1 --svg '' >"$tmp/term" 2>&1 &
-pid=$!
-i=0
-while ! grep -q '^  *2!' "$tmp/term" && [ "$i" -lt 300 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-grep -q '^  *2!' "$tmp/term" || fail "SIGTERM: the run never reached the fault"
-kill -TERM "$pid"
-i=0
-while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-if kill -0 "$pid" 2>/dev/null; then
-	fail "SIGTERM: still running 10 s later"
-else
-	wait "$pid"
-	rc=$?
-	[ "$rc" -eq 143 ] || { cat "$tmp/term"; fail "SIGTERM: exit $rc, want 143"; }
-	grep -q "every thread and socket it started is gone" "$tmp/term" ||
-		fail "SIGTERM: no clean stop: $(tail -n 2 "$tmp/term")"
-fi
-pid=
+check_sigterm
 
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: bulkhead-demo"

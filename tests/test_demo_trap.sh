@@ -22,6 +22,8 @@ trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 fails=0
 limit=16
 
+. "${top_srcdir:-.}/tests/demo_sigterm.sh"
+
 fail() {
 	echo "FAIL: $*"
 	fails=$((fails + 1))
@@ -133,30 +135,7 @@ check $k "reported == kernel at every check" "tracked_mismatched == 0"
 check $k "within the limit" "tracked_peak_kernel <= limit && tracked_peak_backend <= limit"
 
 # ---- SIGTERM mid-run: prompt, clean, 128 + 15 -------------------------------
-"$prog" --scenario async-trap --duration 60 --fault-at 1 --svg '' >"$tmp/term" 2>&1 &
-pid=$!
-i=0
-while ! grep -qs '^  *2!' "$tmp/term" && [ "$i" -lt 300 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-grep -q '^  *2!' "$tmp/term" || fail "SIGTERM: the run never reached the fault"
-kill -TERM "$pid"
-i=0
-while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-if kill -0 "$pid" 2>/dev/null; then
-	fail "SIGTERM: still running 10 s later"
-else
-	wait "$pid"
-	rc=$?
-	[ "$rc" -eq 143 ] || { cat "$tmp/term"; fail "SIGTERM: exit $rc, want 143"; }
-	grep -q "every thread and socket it started is gone" "$tmp/term" ||
-		fail "SIGTERM: no clean stop: $(tail -n 2 "$tmp/term")"
-fi
-pid=
+check_sigterm --scenario async-trap
 
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: bulkhead-demo --scenario async-trap"

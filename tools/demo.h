@@ -217,6 +217,8 @@ void run_report_free(struct run_report *rr);
 
 /* ---- the chart (demo_svg.c) -------------------------------------------- */
 
+FILE *svg_open(const char *path, int w, int h);
+
 int svg_write(const char *path, const struct run_report *without, const struct run_report *with,
 	      const struct demo_config *cfg);
 

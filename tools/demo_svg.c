@@ -116,6 +116,20 @@ static void series(FILE *f, const struct panel *p, const struct run_report *rr, 
 		fprintf(f, "'/>\n");
 }
 
+/* A new SVG document of w x h on a white page; NULL (errno set) on failure. */
+FILE *svg_open(const char *path, int w, int h)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f)
+		fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n"
+			   "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
+			   "viewBox='0 0 %d %d' font-family='sans-serif'>\n"
+			   "<rect width='100%%' height='100%%' fill='white'/>\n",
+			w, h, w, h);
+	return f;
+}
+
 static void legend(FILE *f, const struct demo_config *cfg)
 {
 	fprintf(f, "<text x='%d' y='24' font-size='17' font-weight='bold'>Payment slows from "
@@ -203,15 +217,10 @@ int svg_write(const char *path, const struct run_report *without, const struct r
 		{ 2, "order-service workers held by payment", 0, w * 1.04, false,
 		  { 0, round(w / 4), round(w / 2), round(3 * w / 4), w }, v_pay_held },
 	};
-	FILE *f = fopen(path, "w");
+	FILE *f = svg_open(path, W, H);
 
 	if (!f)
 		return -errno;
-	fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n"
-		   "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
-		   "viewBox='0 0 %d %d' font-family='sans-serif'>\n"
-		   "<rect width='100%%' height='100%%' fill='white'/>\n",
-		W, H, W, H);
 	legend(f, cfg);
 	for (int i = 0; i < NPANELS; i++) {
 		frame(f, &panels[i], cfg);

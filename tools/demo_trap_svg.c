@@ -166,15 +166,10 @@ int trap_svg_write(const char *path, const struct trap_run *naive, const struct 
 	const struct trap_run *runs[NTRAP_MODES] = { naive, tracked };
 	struct frame fr = { .duration_s = cfg->duration_s,
 			    .ymax = y_top(runs, cfg->conc[DEP_PAY]) };
-	FILE *f = fopen(path, "w");
+	FILE *f = svg_open(path, W, H);
 
 	if (!f)
 		return -errno;
-	fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n"
-		   "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
-		   "viewBox='0 0 %d %d' font-family='sans-serif'>\n"
-		   "<rect width='100%%' height='100%%' fill='white'/>\n",
-		W, H, W, H);
 	legend(f, cfg);
 	for (int m = 0; m < NTRAP_MODES; m++) {
 		fr.top = TOP + m * (PANEL_H + GAP);
