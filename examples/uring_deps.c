@@ -10,7 +10,7 @@
  * The payment budget is 200 ms per request, queueing included; the kernel
  * ends a call at that deadline, and only then is its permit given back.
  *
- *   cc uring_deps.c $(pkg-config --cflags --libs bulkhead liburing) -pthread -o uring_deps
+ *   cc uring_deps.c $(pkg-config --cflags --libs bulkhead-uring) -pthread -o uring_deps
  *
  * A call is one tracked op: a chain CONNECT -> SEND -> RECV on a fresh
  * socket. */

@@ -20,6 +20,8 @@ URING_MANS = \
 
 if HAVE_LIBURING
 bhinclude_HEADERS += include/bulkhead/uring.h
+# <bulkhead/uring.h> users: pkg-config --cflags --libs bulkhead-uring
+pkgconfig_DATA += bulkhead-uring.pc
 src_libbhcore_la_SOURCES += src/uring.c
 src_libbhcore_la_CFLAGS += $(LIBURING_CFLAGS)
 src_libbulkhead_la_LIBADD += $(LIBURING_LIBS)

@@ -41,7 +41,35 @@ installed() {
 	c++ -x c++ -Wall -Wextra -Werror "$top/tests/test_cxx.cc" $flags -o "$top/build/cxx-installed"
 	"$top/build/basic-installed" >/dev/null && "$top/build/cxx-installed" >/dev/null
 	echo "== installed header, pkg-config, C and C++: ok"
+	installed_uring
 	unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+}
+
+# The io_uring layer, with nothing but the flags of its own pkg-config
+# module: shared as C and C++, and fully static (which needs every library
+# the archive uses to be named by `pkg-config --static`). The module is
+# installed only when the library was built with liburing.
+installed_uring() {
+	if ! pkg-config --exists bulkhead-uring; then
+		echo "== installed io_uring layer: skipped (built without liburing)"
+		return 0
+	fi
+	b="$top/build"
+	flags="$(pkg-config --cflags --libs bulkhead-uring) -Wl,-rpath,$stage$prefix/lib"
+	cc -std=gnu11 -Wall -Wextra -Werror "$top/examples/uring_deps.c" $flags -o "$b/uring-installed"
+	c++ -x c++ -Wall -Wextra -Werror "$top/tests/test_uring_cxx.cc" $flags -o "$b/uring-cxx-installed"
+	cc -static -std=gnu11 -Wall -Wextra -Werror "$top/examples/uring_deps.c" \
+		$(pkg-config --static --cflags --libs bulkhead-uring) -o "$b/uring-static-installed"
+	for prog in uring-installed uring-cxx-installed uring-static-installed; do
+		rc=0
+		"$b/$prog" >/dev/null || rc=$?
+		if [ "$rc" = 77 ]; then # the kernel has no io_uring: built, not run
+			echo "== installed io_uring layer: built; not run (no io_uring)"
+			return 0
+		fi
+		[ "$rc" = 0 ] || { echo "== $prog: exit $rc"; return 1; }
+	done
+	echo "== installed io_uring layer, pkg-config bulkhead-uring, C, C++, static: ok"
 }
 
 # The stress suite in a build that `check` made; one summary line per program.

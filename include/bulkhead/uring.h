@@ -52,6 +52,9 @@
  * Cost: bh_uring_get_batch, bh_uring_track_batch and bh_uring_reap update a
  * bulkhead once per batch, not once per operation.
  *
+ * Build with: cc app.c $(pkg-config --cflags --libs bulkhead-uring)
+ * (this header needs liburing; add --static for a static link).
+ *
  * Every function returns 0 (or a count) or a negative errno, never sets
  * errno and never blocks, except bh_uring_drain, which waits for the kernel.
  * Trackers are not thread-safe: one owner thread each. See bh_uring_track(3).
