@@ -631,25 +631,30 @@ static void withdraw(bh_uring_t *t, struct bh_uring_op *op)
 	op->state = OP_IDLE;
 }
 
-/* The multishot poll on the eventfd that turns a grant into a CQE. The
- * eventfd is made on first use: trackers that never wait need none. */
+/* The eventfd that grants write, made on first use: trackers that never
+ * wait need none. */
+static int make_wake_fd(bh_uring_t *t)
+{
+	int saved = errno, r = 0;
+
+	if (t->efd >= 0)
+		return 0;
+	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->efd < 0)
+		r = -errno;
+	errno = saved;
+	return r;
+}
+
+/* The multishot poll on the eventfd that turns a grant into a CQE. It goes
+ * into the SQ like any SQE: the owner's next submit carries it (the
+ * library never submits for the owner, except in bh_uring_drain). */
 static int arm_wake(bh_uring_t *t)
 {
 	struct io_uring_sqe *sqe;
 
 	if (t->wake_armed)
 		return 0;
-	if (t->efd < 0) {
-		int saved = errno;
-
-		t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (t->efd < 0) {
-			int r = -errno;
-
-			errno = saved;
-			return r;
-		}
-	}
 	sqe = helper_sqe(t, t, TAG_WAKE);
 	if (!sqe)
 		return -EAGAIN;
@@ -692,7 +697,12 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 		return -EINVAL;
 	if (t->closing)
 		return -ESHUTDOWN;
-	if ((r = arm_wake(t)) != 0)
+	/* Room for the wake-up poll is made sure of before queueing, but the
+	 * SQE is taken only once the op is queued: permits that were free
+	 * spend none. */
+	if (!t->wake_armed && io_uring_sq_space_left(t->ring) == 0)
+		return -EAGAIN;
+	if ((r = make_wake_fd(t)) != 0)
 		return r;
 	op->t = t;
 	op->bh = bh;
@@ -702,8 +712,13 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 	op->state = OP_WAITING;
 	wait_link(t, op); /* before it is queued: a grant may come at once */
 	r = bh_acquire_async(bh, &op->u.async, n, on_grant, NULL);
-	if (r == 1)
+	if (r == 1) {
+		/* Cannot fail: room was checked, and only this thread takes
+		 * SQEs. A grant that lands before the poll is armed stays in
+		 * the eventfd, and the poll fires at once. */
+		arm_wake(t);
 		return 1;
+	}
 	wait_unlink(t, op);
 	if (r == 0) {
 		op->state = OP_HELD;

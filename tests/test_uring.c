@@ -1236,6 +1236,78 @@ static void test_wake_poll_rearmed(void **state)
 	fix_free(f);
 }
 
+/* The wake-up poll costs an SQE only when an op queues, one for all
+ * waiters, and reaches the kernel only with the caller's submit: a grant
+ * made before that wakes nobody; after it, the poll fires at once. */
+static void test_wake_poll_sqe_only_when_queued(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	struct bh_uring_op held = { 0 }, a = { 0 }, b = { 0 };
+	struct __kernel_timespec ts = { 0, 50 * 1000 * 1000 };
+	struct io_uring_cqe *cqe;
+
+	(void)state;
+	grants_reset();
+	assert_int_equal(bh_uring_wait(f->t, &held, f->bh, 1, record_grant), 0);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 0); /* free: no SQE spent */
+	assert_int_equal(tstats(f->t).helpers, 0);
+	assert_int_equal(bh_uring_wait(f->t, &a, f->bh, 1, record_grant), 1);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1); /* queued: the poll */
+	assert_int_equal(bh_uring_wait(f->t, &b, f->bh, 1, record_grant), 1);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1); /* still one */
+	assert_int_equal(tstats(f->t).helpers, 1);
+	assert_int_equal(bh_uring_cancel(f->t, &held), 0); /* grants a, here */
+	/* not submitted: entering the kernel, or waiting in it, posts nothing
+	 * (a timed wait submits pending SQEs itself without EXT_ARG) */
+	assert_true(io_uring_get_events(&f->ring) >= 0);
+	assert_int_equal(io_uring_peek_cqe(&f->ring, &cqe), -EAGAIN);
+	if (f->ring.features & IORING_FEAT_EXT_ARG)
+		assert_int_equal(io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts), -ETIME);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1);
+	assert_int_equal(grants(), 0);
+	submit(f, 1);
+	reap_grants(f, 1);
+	assert_ptr_equal(grant_order[0], &a);
+	assert_int_equal(grant_results[0], 0);
+	assert_int_equal(bh_uring_cancel(f->t, &a), 0);
+	assert_int_equal(bh_uring_cancel(f->t, &b), 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	fix_free(f);
+}
+
+/* With the SQ full and no poll armed, a wait takes nothing: not a permit,
+ * not a place in the queue. */
+static void test_wait_full_sq_takes_nothing(void **state)
+{
+	struct fix *f = fix_new(4, 0, 1, 4, 0);
+	struct bh_uring_op a = { 0 };
+
+	(void)state;
+	grants_reset();
+	for (int i = 0; i < 4; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+
+		io_uring_prep_nop(sqe);
+		sqe->user_data = 77;
+	}
+	assert_int_equal(bh_uring_wait(f->t, &a, f->bh, 1, record_grant), -EAGAIN);
+	assert_false(bh_uring_op_busy(&a));
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(f->bh).acquired, 0);
+	/* and when it would have queued */
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, &a, f->bh, 1, record_grant), -EAGAIN);
+	assert_false(bh_uring_op_busy(&a));
+	assert_int_equal(stats_of(f->bh).queued, 0);
+	assert_int_equal(stats_of(f->bh).rejected, 0);
+	assert_int_equal(tstats(f->t).waiting, 0);
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	submit(f, 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(feed_next(f, NULL), BH_URING_FOREIGN);
+	fix_free(f);
+}
+
 /* Two rings on two threads, one bulkhead: the permit an op of ring A holds
  * goes, when the kernel finishes that op and A reaps it, to an op waiting on
  * ring B, whose owner is woken through its ring. */
@@ -1470,6 +1542,8 @@ int main(void)
 		cmocka_unit_test(test_wait_free_permits_and_results),
 		cmocka_unit_test(test_grants_delivered_oldest_first),
 		cmocka_unit_test(test_wake_poll_rearmed),
+		cmocka_unit_test(test_wake_poll_sqe_only_when_queued),
+		cmocka_unit_test(test_wait_full_sq_takes_nothing),
 		cmocka_unit_test(test_two_rings_share_bulkhead),
 		cmocka_unit_test(test_big_entries),
 		cmocka_unit_test(test_sqpoll),

@@ -38,7 +38,9 @@
  * lock-free list and an eventfd that the ring polls is written; the owner
  * wakes with a CQE and runs the operation's grant callback on its own
  * thread, where it may submit. Only the owner ever submits, so
- * IORING_SETUP_SINGLE_ISSUER and DEFER_TASKRUN rings work.
+ * IORING_SETUP_SINGLE_ISSUER and DEFER_TASKRUN rings work. The poll's SQE
+ * (taken by a wait that queues, or re-armed by a reap) goes to the kernel
+ * with the owner's next submit: submit before waiting for CQEs.
  *
  * Rules the kernel imposes (docs/uring.md has the details):
  *  - IOSQE_CQE_SKIP_SUCCESS would hide the final CQE: bh_uring_track refuses
@@ -210,7 +212,9 @@ BH_API int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe,
  * permits of the ops a batch finishes go back (one update per bulkhead),
  * then fn (may be NULL) sees each CQE of the batch but the helpers', then
  * due grant callbacks run. Returns the number of CQEs consumed, or a
- * negative errno from io_uring_get_events. fn must not call it again. */
+ * negative errno from io_uring_get_events. fn must not call it again.
+ * If the wake-up poll ended while ops wait, a new one is put in the SQ
+ * (also by bh_uring_complete): submit before waiting for CQEs. */
 BH_API int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx);
 
 /* Give up on op, whatever it is doing:
@@ -225,10 +229,12 @@ BH_API int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx);
 BH_API int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op);
 
 /* Queue op for n permits of bh without blocking, in the bulkhead's FIFO.
- * 0: the permits were free, op holds them now (fn is not called); 1: queued,
- * fn runs later on this thread; -EBUSY (queue full), -ESHUTDOWN, -EINVAL,
- * -EAGAIN (no SQE free for the tracker's wake-up poll), -EMFILE/-ENFILE (no
- * fd for its eventfd, made on the first wait). */
+ * 0: the permits were free, op holds them now (fn is not called, no SQE
+ * used); 1: queued, fn runs later on this thread - and, unless one was
+ * already armed, the tracker's wake-up poll is in the SQ: submit it, or no
+ * grant can wake the ring. -EBUSY (queue full), -ESHUTDOWN, -EINVAL,
+ * -EAGAIN (SQ full and no wake-up poll armed: nothing taken), -EMFILE/-ENFILE
+ * (no fd for its eventfd, made on the first wait). */
 BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
 			 bh_uring_grant_fn *fn);
 
