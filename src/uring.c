@@ -39,6 +39,13 @@ enum ud_tag {
 #define REL_SLOTS 4 /* bulkheads whose releases one reap batch coalesces */
 #define CHUNK 64    /* CQEs per reap batch */
 
+/* Ops the owner keeps in order, linked through next/prev; an op is on one
+ * list at most (waiting or holding permits). */
+struct op_list {
+	struct bh_uring_op *head, *tail;
+	uint32_t count;
+};
+
 struct rel_batch {
 	unsigned used;
 	bulkhead_t *bh[REL_SLOTS];
@@ -54,8 +61,8 @@ struct bh_uring {
 	bool no_cancel_any; /* the kernel refused IORING_ASYNC_CANCEL_ANY */
 	uint32_t ops;     /* ARMED + INFLIGHT */
 	uint32_t helpers; /* helper SQEs whose last CQE is due */
-	uint32_t held, waiting;
-	struct bh_uring_op *wait_head, *wait_tail;   /* OP_WAITING, FIFO */
+	struct op_list waitq; /* OP_WAITING, FIFO */
+	struct op_list heldq; /* OP_HELD: drain gives their permits back */
 	struct bh_uring_op *ready_head, *ready_tail; /* granted, collected, via gnext */
 	int efd;
 	struct bh_uring_stats st;
@@ -137,7 +144,7 @@ int bh_uring_destroy(bh_uring_t *t)
 {
 	if (!t)
 		return 0;
-	if (t->ops || t->helpers || t->waiting || t->ready_head ||
+	if (t->ops || t->helpers || t->waitq.count || t->heldq.count || t->ready_head ||
 	    atomic_load_explicit(&t->granted, memory_order_acquire))
 		return -EBUSY;
 	/* A grant callback may still be about to write the eventfd after its
@@ -184,6 +191,49 @@ static inline void give_back(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
 	rb->n[rb->used++] = n;
 }
 
+/* ---- the owner's lists ---------------------------------------------- */
+
+static void list_add(struct op_list *l, struct bh_uring_op *op)
+{
+	op->next = NULL;
+	op->prev = l->tail;
+	if (l->tail)
+		l->tail->next = op;
+	else
+		l->head = op;
+	l->tail = op;
+	l->count++;
+}
+
+static void list_del(struct op_list *l, struct bh_uring_op *op)
+{
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		l->head = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	else
+		l->tail = op->prev;
+	op->next = op->prev = NULL;
+	l->count--;
+}
+
+/* op holds permits granted to it, no SQE yet. */
+static void hold(bh_uring_t *t, struct bh_uring_op *op)
+{
+	op->state = OP_HELD;
+	list_add(&t->heldq, op);
+}
+
+/* A held op's permits go back; it is idle. */
+static void unhold(bh_uring_t *t, struct bh_uring_op *op)
+{
+	list_del(&t->heldq, op);
+	op->state = OP_IDLE;
+	bh_release(op->bh, op->n);
+}
+
 /* ---- taking SQEs ----------------------------------------------------- */
 
 static bool op_usable(const struct bh_uring_op *op)
@@ -226,7 +276,7 @@ int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uin
 	if (io_uring_sq_space_left(t->ring) < nr + 1)
 		return -EAGAIN;
 	if (op->state == OP_HELD) {
-		t->held--;
+		list_del(&t->heldq, op);
 	} else if ((r = bh_try_acquire(bh, n)) != 0) {
 		if (r == -EBUSY)
 			t->st.rejected++;
@@ -559,41 +609,14 @@ static void ready_unlink(bh_uring_t *t, struct bh_uring_op *op)
 		t->ready_tail = prev;
 }
 
-static void wait_link(bh_uring_t *t, struct bh_uring_op *op)
-{
-	op->next = NULL;
-	op->prev = t->wait_tail;
-	if (t->wait_tail)
-		t->wait_tail->next = op;
-	else
-		t->wait_head = op;
-	t->wait_tail = op;
-	t->waiting++;
-}
-
-static void wait_unlink(bh_uring_t *t, struct bh_uring_op *op)
-{
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		t->wait_head = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
-	else
-		t->wait_tail = op->prev;
-	op->next = op->prev = NULL;
-	t->waiting--;
-}
-
 /* The op left the queue, granted (held) or failed (idle). */
 static int settle(bh_uring_t *t, struct bh_uring_op *op)
 {
 	int result = op->result;
 
-	wait_unlink(t, op);
+	list_del(&t->waitq, op);
 	if (result == 0) {
-		op->state = OP_HELD;
-		t->held++;
+		hold(t, op);
 	} else {
 		op->state = OP_IDLE;
 	}
@@ -627,7 +650,7 @@ static void withdraw(bh_uring_t *t, struct bh_uring_op *op)
 		if (op->result == 0)
 			bh_release(op->bh, op->n);
 	}
-	wait_unlink(t, op);
+	list_del(&t->waitq, op);
 	op->state = OP_IDLE;
 }
 
@@ -668,7 +691,7 @@ static int arm_wake(bh_uring_t *t)
  * the counter, and a poll armed on a readable eventfd fires at once. */
 static void rearm_wake(bh_uring_t *t)
 {
-	if (!t->wake_armed && t->waiting && !t->closing)
+	if (!t->wake_armed && t->waitq.count && !t->closing)
 		arm_wake(t); /* SQ full: the next reap or complete retries */
 }
 
@@ -710,7 +733,7 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 	op->fn = fn;
 	op->gnext = NULL;
 	op->state = OP_WAITING;
-	wait_link(t, op); /* before it is queued: a grant may come at once */
+	list_add(&t->waitq, op); /* before it is queued: a grant may come at once */
 	r = bh_acquire_async(bh, &op->u.async, n, on_grant, NULL);
 	if (r == 1) {
 		/* Cannot fail: room was checked, and only this thread takes
@@ -719,10 +742,9 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 		arm_wake(t);
 		return 1;
 	}
-	wait_unlink(t, op);
+	list_del(&t->waitq, op);
 	if (r == 0) {
-		op->state = OP_HELD;
-		t->held++;
+		hold(t, op);
 	} else {
 		op->state = OP_IDLE;
 		if (r == -EBUSY)
@@ -914,9 +936,7 @@ int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op)
 		withdraw(t, op);
 		return 0;
 	case OP_HELD:
-		op->state = OP_IDLE;
-		t->held--;
-		bh_release(op->bh, op->n);
+		unhold(t, op);
 		return 0;
 	case OP_ARMED:
 		if (sqe_pending(t, op->sqe_idx)) {
@@ -990,12 +1010,15 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 	if (!t || t->reaping)
 		return -EINVAL;
 	t->closing = true;
-	while (t->wait_head) {
-		struct bh_uring_op *op = t->wait_head;
+	while (t->waitq.head) {
+		struct bh_uring_op *op = t->waitq.head;
 
 		withdraw(t, op);
 		op->fn(op, -ECANCELED);
 	}
+	/* Granted permits no SQE will ever use (gets fail from here on). */
+	while (t->heldq.head)
+		unhold(t, t->heldq.head);
 	if (tracker_busy(t) && (r = cancel_everything(t, deadline_ns, fn, ctx)) < 0)
 		return r;
 	for (;;) {
@@ -1018,7 +1041,7 @@ void bh_uring_stats(const bh_uring_t *t, struct bh_uring_stats *out)
 {
 	*out = t->st;
 	out->in_flight = t->ops;
-	out->held = t->held;
-	out->waiting = t->waiting;
+	out->held = t->heldq.count;
+	out->waiting = t->waitq.count;
 	out->helpers = t->helpers;
 }

@@ -1308,6 +1308,74 @@ static void test_wait_full_sq_takes_nothing(void **state)
 	fix_free(f);
 }
 
+/* Permits granted to ops that never took an SQE - held at once by a wait,
+ * or granted later and told - are given back by drain, which makes the ops
+ * idle and tells them nothing; an op whose SQE was taken but not tracked is
+ * submitted and reaped. Then destroy succeeds and the bulkhead's books are
+ * whole. (Destroy refuses before the drain: here the wake-up poll alone
+ * would make it; the next test has held permits alone.) */
+static void test_held_permits_pin_tracker_until_drain(void **state)
+{
+	struct fix *f = fix_new(8, 0, 4, 4, 0);
+	struct bh_uring_op a = { 0 }, b = { 0 }, c = { 0 };
+	struct io_uring_sqe *sqe;
+
+	(void)state;
+	grants_reset();
+	assert_int_equal(bh_uring_wait(f->t, &a, f->bh, 1, record_grant), 0);
+	assert_int_equal(bh_try_acquire(f->bh, 3), 0);
+	assert_int_equal(bh_uring_wait(f->t, &b, f->bh, 1, record_grant), 1);
+	submit(f, 1); /* the wake-up poll */
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	reap_grants(f, 1);
+	assert_int_equal(grant_results[0], 0);
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	assert_int_equal(bh_uring_get_sqe(f->t, &c, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe); /* taken, never tracked */
+	assert_int_equal(tstats(f->t).held, 2);
+	assert_int_equal(in_flight(f->bh), 4);
+
+	assert_int_equal(bh_uring_destroy(f->t), -EBUSY); /* refused */
+	assert_int_equal(tstats(f->t).held, 2);
+	assert_int_equal(in_flight(f->bh), 4);
+	assert_true(bh_uring_op_busy(&a) && bh_uring_op_busy(&b) && bh_uring_op_busy(&c));
+
+	assert_int_equal(bh_uring_drain(f->t, BH_FOREVER, NULL, NULL), 0);
+	assert_int_equal(in_flight(f->bh), 1); /* the test's own */
+	assert_int_equal(tstats(f->t).held, 0);
+	assert_int_equal(tstats(f->t).in_flight, 0);
+	assert_int_equal(tstats(f->t).finished, 1); /* c */
+	assert_false(bh_uring_op_busy(&a) || bh_uring_op_busy(&b) || bh_uring_op_busy(&c));
+	assert_int_equal(bh_uring_cancel(f->t, &a), -ENOENT);
+	assert_int_equal(bh_uring_get_sqe(f->t, &b, f->bh, 1, &sqe), -ESHUTDOWN);
+	assert_int_equal(stats_of(f->bh).over_released, 0);
+	assert_int_equal(grants(), 1); /* drain tells held ops nothing */
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	fix_free(f); /* drain again, destroy: 0 */
+}
+
+/* Without drain: destroy refuses while one op holds granted permits, and
+ * succeeds once bh_uring_cancel gave them back. */
+static void test_destroy_refuses_held_until_cancel(void **state)
+{
+	struct io_uring ring;
+	bh_uring_t *t;
+	bulkhead_t *bh = make_bh(1, 0, 0);
+	struct bh_uring_op op = { 0 };
+
+	(void)state;
+	assert_int_equal(ring_up(&ring, 4, 0, 0), 0);
+	assert_int_equal(bh_uring_create(&ring, 0, &t), 0);
+	assert_int_equal(bh_uring_wait(t, &op, bh, 1, never_granted), 0);
+	assert_int_equal(bh_uring_destroy(t), -EBUSY);
+	assert_int_equal(in_flight(bh), 1);
+	assert_int_equal(bh_uring_cancel(t, &op), 0);
+	assert_int_equal(in_flight(bh), 0);
+	assert_int_equal(bh_uring_destroy(t), 0);
+	io_uring_queue_exit(&ring);
+	bh_destroy(bh);
+}
+
 /* Two rings on two threads, one bulkhead: the permit an op of ring A holds
  * goes, when the kernel finishes that op and A reaps it, to an op waiting on
  * ring B, whose owner is woken through its ring. */
@@ -1537,6 +1605,8 @@ int main(void)
 		cmocka_unit_test(test_cq_overflow_many_in_flight),
 		cmocka_unit_test(test_drain_at_shutdown),
 		cmocka_unit_test(test_drain_with_overflow),
+		cmocka_unit_test(test_held_permits_pin_tracker_until_drain),
+		cmocka_unit_test(test_destroy_refuses_held_until_cancel),
 		cmocka_unit_test(test_waiters_fifo_and_cancel),
 		cmocka_unit_test(test_cancel_racing_grant),
 		cmocka_unit_test(test_wait_free_permits_and_results),

@@ -155,7 +155,8 @@ static inline bool bh_uring_op_busy(const struct bh_uring_op *op)
 BH_API int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out);
 
 /* Free a tracker. -EBUSY (nothing freed) while anything it tracks may still
- * post a CQE or be granted: bh_uring_drain first. NULL: 0. */
+ * post a CQE or be granted, or an op holds permits granted through it:
+ * bh_uring_drain first. NULL: 0. */
 BH_API int bh_uring_destroy(bh_uring_t *t);
 
 /* Take n permits of bh for op without blocking, and nr consecutive SQEs
@@ -243,8 +244,9 @@ BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, 
  * flight on the ring is cancelled (IORING_ASYNC_CANCEL_ANY: your own SQEs
  * too); then CQEs are reaped, through fn, until none of the tracker's ops
  * and helpers is in flight, or deadline_ns passes (BH_FOREVER: no limit).
- * Then io_uring_queue_exit is safe. Ops holding granted permits keep them
- * (bh_uring_cancel gives them back). 0, -ETIMEDOUT (still in flight), or a
+ * Then io_uring_queue_exit is safe. Ops holding granted permits without an
+ * SQE (a wait's) get nothing more: their permits are given back and they are
+ * idle, no callback runs. 0, -ETIMEDOUT (still in flight), or a
  * negative errno from the ring (-EOPNOTSUPP: no IORING_ASYNC_CANCEL_ANY,
  * before 5.19). On the owner thread, not from fn. */
 BH_API int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, void *ctx);
