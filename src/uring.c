@@ -423,11 +423,15 @@ static bool link_deadline(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadli
 	return true;
 }
 
+/* bh_uring_track's outcomes, each its own code so that the caller knows
+ * the op's state from the return value alone: 0 (tracked), -EALREADY
+ * (tracked, unchecked), -ECANCELED (refused: idle), -EINVAL (misuse:
+ * unchanged). */
 static int refuse(bh_uring_t *t, struct bh_uring_op *op)
 {
 	neutralise(t, op);
 	t->st.refused++;
-	return -EINVAL;
+	return -ECANCELED;
 }
 
 static BH_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
@@ -440,7 +444,7 @@ static BH_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t de
 		op->state = OP_INFLIGHT;
 		t->st.started++;
 		t->st.refused++;
-		return -EINVAL;
+		return -EALREADY;
 	}
 	if (!sqes_trackable(t, op, deadline))
 		return refuse(t, op);
@@ -478,6 +482,18 @@ int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 		return 0;
 	}
 	return track_slow(t, op, deadline_ns);
+}
+
+/* How much an outcome asks of the caller: a batch returns the one that asks
+ * most of any of its ops (misuse, then a refusal, then an unchecked op). */
+static int outcome_rank(int r)
+{
+	return r == -EINVAL ? 3 : r == -ECANCELED ? 2 : r == -EALREADY ? 1 : 0;
+}
+
+static int worse(int a, int b)
+{
+	return outcome_rank(b) > outcome_rank(a) ? b : a;
 }
 
 /* track_fast for many ops, with the ring's fields read once: the slow path
@@ -521,8 +537,8 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 			op->state = OP_INFLIGHT;
 			sealed = idx;
 			fast++;
-		} else if (track_slow(t, op, BH_FOREVER) < 0) {
-			r = -EINVAL;
+		} else {
+			r = worse(r, track_slow(t, op, BH_FOREVER));
 		}
 	}
 	t->st.started += fast;

@@ -608,7 +608,7 @@ static void test_skip_success_refused(void **state)
 	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
 	io_uring_prep_nop(sqe);
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -ECANCELED);
 	assert_int_equal(sqe->opcode, IORING_OP_NOP); /* neutralised */
 	assert_false(sqe->flags & IOSQE_CQE_SKIP_SUCCESS);
 	expect_refused_then_reaped(f, &op, 1);
@@ -621,7 +621,7 @@ static void test_skip_success_refused(void **state)
 	own->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
 	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
 	io_uring_prep_nop(sqe);
-	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -ECANCELED);
 	expect_refused_then_reaped(f, &op, 1); /* own NOP skips its CQE */
 	assert_int_equal(tstats(f->t).refused, 2);
 	fix_free(f);
@@ -639,14 +639,14 @@ static void test_track_refuses_broken_contracts(void **state)
 	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
 	io_uring_prep_nop(sqe);
 	io_uring_sqe_set_data64(sqe, 99);
-	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -ECANCELED);
 	expect_refused_then_reaped(f, &op, 1);
 
 	/* a link flag on the last SQE while a deadline is asked for */
 	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
 	io_uring_prep_nop(sqe);
 	sqe->flags |= IOSQE_IO_LINK;
-	assert_int_equal(bh_uring_track(f->t, &op, bh_now_ns() + BH_SEC), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, &op, bh_now_ns() + BH_SEC), -ECANCELED);
 	expect_refused_then_reaped(f, &op, 1);
 
 	/* another SQE taken in between: the timeout could not follow the op */
@@ -655,7 +655,7 @@ static void test_track_refuses_broken_contracts(void **state)
 	other = io_uring_get_sqe(&f->ring);
 	io_uring_prep_nop(other);
 	other->user_data = 3;
-	assert_int_equal(bh_uring_track(f->t, &op, bh_now_ns() + BH_SEC), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, &op, bh_now_ns() + BH_SEC), -ECANCELED);
 	assert_int_equal(in_flight(f->bh), 0);
 	submit(f, 2);
 	for (int i = 0; i < 2; i++) {
@@ -667,7 +667,7 @@ static void test_track_refuses_broken_contracts(void **state)
 	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
 	io_uring_prep_nop(sqe);
 	submit(f, 1);
-	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -EALREADY);
 	assert_int_equal(in_flight(f->bh), 1);
 	assert_int_equal(feed_next(f, &got), BH_URING_DONE);
 	assert_ptr_equal(got, &op);
@@ -760,6 +760,121 @@ static void count_cqe(void *ctx, struct io_uring_cqe *cqe, int kind, struct bh_u
 	}
 }
 
+/* Reap until n DONE CQEs were seen, submitting as needed. */
+static void reap_done(struct fix *f, struct tally *ty, unsigned n)
+{
+	while (ty->done < n) {
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
+		assert_true(bh_uring_reap(f->t, count_cqe, ty) >= 0);
+	}
+	assert_int_equal(ty->done, n);
+}
+
+/* Each of track's outcomes has its own code, and the op is where the code
+ * says: 0 tracked, -EALREADY tracked unchecked, -ECANCELED idle with its
+ * permits back, -EINVAL unchanged. A batch returns the outcome that asks
+ * most of the caller, after giving each op its own. */
+static void test_track_outcomes_distinct(void **state)
+{
+	struct fix *f = fix_new(16, 0, 8, 0, 0);
+	struct bh_uring_op a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 }, *po[3];
+	struct io_uring_sqe *sqe, *sqes[3];
+	struct tally ty = { 0 };
+	struct io_uring ring2;
+	bh_uring_t *t2;
+
+	(void)state;
+	/* -EINVAL: an idle op, NULLs, another tracker's op: nothing changes */
+	assert_int_equal(bh_uring_track(f->t, &a, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, NULL, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track(NULL, &a, BH_FOREVER), -EINVAL);
+	assert_false(bh_uring_op_busy(&a));
+	assert_int_equal(ring_up(&ring2, 4, 0, 0), 0);
+	assert_int_equal(bh_uring_create(&ring2, 0, &t2), 0);
+	assert_int_equal(bh_uring_get_sqe(t2, &a, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	assert_int_equal(bh_uring_track(f->t, &a, BH_FOREVER), -EINVAL);
+	assert_true(bh_uring_op_busy(&a)); /* still t2's, still waiting to be sealed */
+	assert_int_equal(bh_uring_track(t2, &a, BH_FOREVER), 0);
+	assert_int_equal(bh_uring_track(t2, &a, BH_FOREVER), -EINVAL); /* already */
+	assert_int_equal(bh_uring_drain(t2, BH_FOREVER, NULL, NULL), 0);
+	assert_int_equal(bh_uring_destroy(t2), 0);
+	io_uring_queue_exit(&ring2);
+	assert_int_equal(tstats(f->t).refused, 0);
+	assert_int_equal(in_flight(f->bh), 0);
+
+	/* -ECANCELED: idle, permits back */
+	assert_int_equal(bh_uring_get_sqe(f->t, &b, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	assert_int_equal(bh_uring_track(f->t, &b, BH_FOREVER), -ECANCELED);
+	assert_false(bh_uring_op_busy(&b));
+	assert_int_equal(in_flight(f->bh), 0);
+
+	/* -EALREADY: tracked as it is, permits held to its final CQE */
+	assert_int_equal(bh_uring_get_sqe(f->t, &c, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	submit(f, 2); /* b's NOP too */
+	assert_int_equal(bh_uring_track(f->t, &c, BH_FOREVER), -EALREADY);
+	assert_true(bh_uring_op_busy(&c));
+	assert_int_equal(in_flight(f->bh), 1);
+	reap_done(f, &ty, 1);
+	assert_false(bh_uring_op_busy(&c));
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).refused, 2);
+
+	/* batches: [tracked, submitted early] -> -EALREADY */
+	assert_int_equal(bh_uring_get_sqe(f->t, &c, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	submit(f, 1);
+	assert_int_equal(bh_uring_get_sqe(f->t, &d, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	po[0] = &d;
+	po[1] = &c;
+	assert_int_equal(bh_uring_track_batch(f->t, po, 2), -EALREADY);
+	assert_true(bh_uring_op_busy(&c) && bh_uring_op_busy(&d));
+	reap_done(f, &ty, 3);
+
+	/* [tracked, submitted early, refused] -> -ECANCELED */
+	assert_int_equal(bh_uring_get_sqe(f->t, &c, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	submit(f, 1);
+	po[0] = &a;
+	po[1] = &b;
+	assert_int_equal(bh_uring_get_batch(f->t, po, 2, f->bh, 1, sqes), 2);
+	io_uring_prep_nop(sqes[0]);
+	io_uring_prep_nop(sqes[1]);
+	sqes[1]->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	po[1] = &c;
+	po[2] = &b;
+	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -ECANCELED);
+	assert_true(bh_uring_op_busy(&a) && bh_uring_op_busy(&c));
+	assert_false(bh_uring_op_busy(&b));
+	assert_int_equal(in_flight(f->bh), 2);
+	reap_done(f, &ty, 5);
+
+	/* [tracked, NULL, not armed, refused] -> -EINVAL, each op as alone */
+	po[0] = &a;
+	po[1] = &b;
+	assert_int_equal(bh_uring_get_batch(f->t, po, 2, f->bh, 1, sqes), 2);
+	io_uring_prep_nop(sqes[0]);
+	io_uring_prep_nop(sqes[1]);
+	io_uring_sqe_set_data64(sqes[1], 99);
+	struct bh_uring_op *mixed[4] = { &a, NULL, &d, &b };
+
+	assert_int_equal(bh_uring_track_batch(f->t, mixed, 4), -EINVAL);
+	assert_true(bh_uring_op_busy(&a));
+	assert_false(bh_uring_op_busy(&b) || bh_uring_op_busy(&d));
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(bh_uring_track_batch(NULL, mixed, 1), -EINVAL);
+	assert_int_equal(bh_uring_track_batch(f->t, NULL, 1), -EINVAL);
+	reap_done(f, &ty, 6);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).refused, 2 + 1 + 2 + 1);
+	assert_int_equal(stats_of(f->bh).over_released, 0);
+	fix_free(f);
+}
+
 /* bh_uring_get_batch takes the permits of many ops in one update, and
  * bh_uring_reap gives them back in one: the bulkhead counts one acquire and
  * one release, yet the permit count is exact after every step. */
@@ -796,7 +911,7 @@ static void test_batch_and_reap_coalesce(void **state)
 	for (int i = 0; i < 3; i++)
 		io_uring_prep_nop(sqes[i]);
 	sqes[1]->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -EINVAL);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -ECANCELED);
 	assert_true(bh_uring_op_busy(&ops[0]) && bh_uring_op_busy(&ops[2]));
 	assert_false(bh_uring_op_busy(&ops[1]));
 	assert_int_equal(in_flight(f->bh), 2);
@@ -1472,7 +1587,7 @@ static void flavour_round(unsigned flags)
 	for (int i = 0; i < 3; i++)
 		io_uring_prep_nop(sqes[i]);
 	sqes[2]->flags |= IOSQE_CQE_SKIP_SUCCESS; /* refused, becomes a plain NOP */
-	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -EINVAL);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 3), -ECANCELED);
 	track_read(f, &ops[3], p[0], &b, bh_now_ns() + 3600 * BH_SEC);
 	assert_int_equal(in_flight(f->bh), 3);
 	assert_int_equal(io_uring_submit(&f->ring), 5);
@@ -1599,6 +1714,7 @@ int main(void)
 		cmocka_unit_test(test_link_timeout_not_firing),
 		cmocka_unit_test(test_skip_success_refused),
 		cmocka_unit_test(test_track_refuses_broken_contracts),
+		cmocka_unit_test(test_track_outcomes_distinct),
 		cmocka_unit_test(test_chain_is_one_op),
 		cmocka_unit_test(test_batch_and_reap_coalesce),
 		cmocka_unit_test(test_foreign_cqes_pass_through),

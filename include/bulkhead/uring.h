@@ -44,7 +44,7 @@
  *
  * Rules the kernel imposes (docs/uring.md has the details):
  *  - IOSQE_CQE_SKIP_SUCCESS would hide the final CQE: bh_uring_track refuses
- *    it on the operation and on any pending SQE linked into it (-EINVAL).
+ *    it on the operation and on any pending SQE linked into it (-ECANCELED).
  *  - A linked chain of SQEs (bh_uring_get_sqes) is one operation holding one
  *    set of permits, given back at its last member's final CQE.
  *  - io_uring_queue_exit with operations in flight loses their CQEs:
@@ -134,7 +134,8 @@ struct bh_uring_stats {
 	uint64_t started;   /* ops tracked */
 	uint64_t finished;  /* final CQEs seen */
 	uint64_t rejected;  /* ops refused permits (-EBUSY) */
-	uint64_t refused;   /* ops bh_uring_track refused (-EINVAL) */
+	uint64_t refused;   /* ops bh_uring_track refused (-ECANCELED) or found
+			     * submitted before sealing (-EALREADY) */
 	uint64_t cancels;   /* kernel cancels prepared for ops */
 	uint64_t strays;    /* CQEs tagged as the tracker's, for no op it tracks */
 };
@@ -187,17 +188,27 @@ BH_API int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned 
  * ends the op's last SQE at deadline_ns (absolute, CLOCK_MONOTONIC as
  * bh_now_ns) - the real work's own deadline, shorter than the caller's.
  * From here on the permits go back only at the op's final CQE.
- * 0, or -EINVAL: the op is idle again, its permits back, its SQEs turned
- * into NOPs that the tracker reaps (CQE_SKIP_SUCCESS on them or on a pending
- * SQE linked into them, their user_data changed, a link flag on the last or
- * another SQE taken after it while a deadline was asked for), or nothing
- * changed (op not waiting to be tracked). Submitted before sealing: -EINVAL,
- * but still tracked by its CQEs. */
+ * The return value alone says where the op is:
+ *   0           tracked (in flight once submitted);
+ *   -EALREADY   its SQEs were submitted before sealing: tracked by its CQEs
+ *               as it is, but nothing was checked, linked or appended;
+ *   -ECANCELED  refused: idle again, permits back, its SQEs turned into NOPs
+ *               that the tracker reaps (CQE_SKIP_SUCCESS on them or on a
+ *               pending SQE linked into them, their user_data changed, a
+ *               link flag on the last or another SQE taken after it while a
+ *               deadline was asked for);
+ *   -EINVAL     misuse, nothing changed: t or op NULL, op not waiting to be
+ *               sealed (no get, already tracked) or another tracker's. */
 BH_API int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns);
 
 /* bh_uring_track(t, ops[i], BH_FOREVER) for count ops, in one call (the
- * partner of bh_uring_get_batch). 0, or -EINVAL when any op was refused
- * (those are idle, the others tracked). */
+ * partner of bh_uring_get_batch). Every op gets its own outcome; the return
+ * value is the one of them that asks most of the caller: -EINVAL (some op
+ * was misused: NULL, or not waiting to be sealed; those are unchanged),
+ * else -ECANCELED (some were refused: those are idle), else -EALREADY (some
+ * were submitted before sealing: tracked unchecked), else 0. After
+ * -ECANCELED, bh_uring_op_busy tells the refused ops (idle) from the rest.
+ * t or ops NULL: -EINVAL, nothing done. */
 BH_API int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count);
 
 /* Hand the tracker one CQE, from your own loop over the CQ (advance it
