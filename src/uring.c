@@ -1055,6 +1055,12 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 
 void bh_uring_stats(const bh_uring_t *t, struct bh_uring_stats *out)
 {
+	if (!out)
+		return;
+	if (!t) {
+		memset(out, 0, sizeof(*out)); /* a tracker with nothing in it */
+		return;
+	}
 	*out = t->st;
 	out->in_flight = t->ops;
 	out->held = t->heldq.count;

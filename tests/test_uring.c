@@ -180,6 +180,36 @@ static void test_bad_input(void **state)
 	assert_int_equal(bh_uring_complete(f->t, NULL, NULL), -EINVAL);
 	assert_int_equal(bh_uring_reap(NULL, NULL, NULL), -EINVAL);
 	assert_int_equal(bh_uring_destroy(NULL), 0);
+	/* every NULL the rule checks: -EINVAL, nothing taken */
+	struct io_uring_cqe cqe = { .user_data = 12345 }; /* not the tracker's */
+	struct bh_uring_op *nulls[1] = { NULL };
+	struct bh_uring_stats st;
+
+	assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 1, NULL), -EINVAL);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, NULL), -EINVAL);
+	assert_int_equal(bh_uring_get_batch(NULL, ops, 1, f->bh, 1, sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_batch(f->t, NULL, 1, f->bh, 1, sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_batch(f->t, ops, 1, NULL, 1, sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_batch(f->t, ops, 1, f->bh, 1, NULL), -EINVAL);
+	assert_int_equal(bh_uring_get_batch(f->t, nulls, 1, f->bh, 1, sqes), -EINVAL);
+	assert_int_equal(bh_uring_track(NULL, &op, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track(f->t, NULL, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_uring_track_batch(NULL, ops, 1), -EINVAL);
+	assert_int_equal(bh_uring_track_batch(f->t, NULL, 1), -EINVAL);
+	assert_int_equal(bh_uring_complete(NULL, &cqe, NULL), -EINVAL);
+	assert_int_equal(bh_uring_complete(f->t, &cqe, NULL), BH_URING_FOREIGN); /* op may be NULL */
+	assert_int_equal(bh_uring_cancel(NULL, &op), -EINVAL);
+	assert_int_equal(bh_uring_wait(NULL, &op, f->bh, 1, never_granted), -EINVAL);
+	assert_int_equal(bh_uring_wait(f->t, NULL, f->bh, 1, never_granted), -EINVAL);
+	assert_int_equal(bh_uring_wait(f->t, &op, NULL, 1, never_granted), -EINVAL);
+	assert_int_equal(bh_uring_drain(NULL, BH_FOREVER, NULL, NULL), -EINVAL);
+	memset(&st, 0xff, sizeof(st));
+	bh_uring_stats(NULL, &st); /* a NULL tracker reads as empty */
+	assert_int_equal(st.in_flight + st.held + st.waiting + st.helpers + st.started +
+				 st.finished + st.rejected + st.refused + st.cancels + st.strays,
+			 0);
+	bh_uring_stats(f->t, NULL); /* nothing written, no crash */
+	assert_false(bh_uring_op_busy(&op));
 	/* nothing taken, no SQE used */
 	assert_int_equal(in_flight(f->bh), 0);
 	assert_int_equal(io_uring_sq_ready(&f->ring), 0);

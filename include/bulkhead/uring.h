@@ -60,6 +60,12 @@
  * Every function returns 0 (or a count) or a negative errno, never sets
  * errno and never blocks, except bh_uring_drain, which waits for the kernel.
  * Trackers are not thread-safe: one owner thread each. See bh_uring_track(3).
+ *
+ * NULL: a NULL tracker or required pointer is -EINVAL (bh_uring_destroy:
+ * ignored; bh_uring_stats: zeroes *out). The per-op paths check too - the
+ * check shares a branch with the op's state checks and costs nothing
+ * measurable - except the inline bh_uring_owns and bh_uring_op_busy, whose
+ * argument must be valid (a precondition, not checked).
  */
 #ifndef BULKHEAD_URING_H
 #define BULKHEAD_URING_H
@@ -140,13 +146,15 @@ struct bh_uring_stats {
 	uint64_t strays;    /* CQEs tagged as the tracker's, for no op it tracks */
 };
 
-/* Whether a CQE belongs to the tracker (its ops or its helpers). */
+/* Whether a CQE belongs to the tracker (its ops or its helpers). cqe must
+ * not be NULL (not checked). */
 static inline bool bh_uring_owns(const struct io_uring_cqe *cqe)
 {
 	return (cqe->user_data >> 56) == BH_URING_UD_TAG;
 }
 
-/* Whether op is in use (waiting, holding permits or in flight). */
+/* Whether op is in use (waiting, holding permits or in flight). op must not
+ * be NULL (not checked). */
 static inline bool bh_uring_op_busy(const struct bh_uring_op *op)
 {
 	return op->state != 0;
@@ -262,7 +270,8 @@ BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, 
  * before 5.19). On the owner thread, not from fn. */
 BH_API int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, void *ctx);
 
-/* The tracker's counts (owner thread). */
+/* The tracker's counts (owner thread). NULL t: *out zeroed; NULL out:
+ * nothing written. */
 BH_API void bh_uring_stats(const bh_uring_t *t, struct bh_uring_stats *out);
 
 #ifdef __cplusplus
