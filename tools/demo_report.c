@@ -405,9 +405,10 @@ void report_print_summary(const struct run_report *without, const struct run_rep
 	for (int r = 0; r < 2; r++)
 		if (runs[r] && !runs[r]->complete)
 			print_stop_note(runs[r], r, cfg);
-	printf("  %-35s %20s %20s\n", "", "without isolation", "with isolation");
+	/* 80 columns; a cell of up to 20 characters keeps a space before it */
+	printf("  %-35s%21s %21s\n", "", "without isolation", "with isolation");
 	for (int i = 0; i < NROWS; i++)
-		printf("  %-35s %20s %20s\n", row_label[i], cell[0][i], cell[1][i]);
+		printf("  %-35s%21s %21s\n", row_label[i], cell[0][i], cell[1][i]);
 }
 
 /* ---- key=value, for scripts and the test ----------------------------------- */

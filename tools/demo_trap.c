@@ -201,7 +201,7 @@ static const char *const row_label[NROWS] = {
 	"answered before the caller gave up",
 	"callers that gave up / cancels sent",
 	"calls ended by their own deadline",
-	"calls that ended after the caller left",
+	"calls ended after the caller left",
 };
 
 static uint64_t started(const struct trap_calls *k)
@@ -252,9 +252,10 @@ static void print_summary(const struct demo_config *c, const struct trap_run *na
 		printf("  INTERRUPTED: %s;\n    its column covers what ran until then\n",
 		       demo_stop_note(run, runs[m]->stopped_s, note, sizeof(note)));
 	}
-	printf("  %-38s %19s %19s\n", "", "naive", "tracked");
+	/* 80 columns; a cell of up to 19 characters keeps a space before it */
+	printf("  %-37s%20s %20s\n", "", "naive", "tracked");
 	for (int i = 0; i < NROWS; i++)
-		printf("  %-38s %19s %19s\n", row_label[i], cell[0][i], cell[1][i]);
+		printf("  %-37s%20s %20s\n", row_label[i], cell[0][i], cell[1][i]);
 }
 
 /* ---- key=value, for scripts and the test ----------------------------------- */
