@@ -165,8 +165,7 @@ check_sigterm
 kvfile=$tmp/term.kv
 check "stopped: run 1 summarised" \
 	"without_complete == 0 && without_stopped_s >= 2 && with_complete == \"\""
-check "stopped: the orders before the fault counted" \
-	"without_inv_n_before >= 100 && without_inv_ok_before >= 0.95"
+check "stopped: the orders before the fault counted" "without_inv_n_before >= 100"
 check "stopped: the fault so far counted" "without_inv_n_fault > 0"
 grep -q "^  INTERRUPTED: run 1/2 (without isolation) stopped at [0-9.]* s by Terminated;$" \
 	"$tmp/term" || fail "stopped: the summary is not marked: $(sed -n '/^summary/,$p' "$tmp/term")"
