@@ -1,7 +1,7 @@
 # Rules for the tools area (owned by that area's work; included from Makefile.am).
-# bulkhead-size sizes a bulkhead; bulkhead-demo runs the seeds' containment
-# scenario over loopback, and with liburing their async trap too. Both share
-# the flag parser and the sizing model.
+# bulkhead-size sizes a bulkhead; bulkhead-demo runs a slow-dependency
+# containment scenario over loopback, and with liburing the async trap too.
+# Both share the flag parser, the number formatting and the sizing model.
 noinst_LTLIBRARIES += tools/libbhtools.la
 tools_libbhtools_la_SOURCES = tools/cli.c tools/cli.h tools/sizing.c tools/sizing.h
 
@@ -9,23 +9,28 @@ bin_PROGRAMS += tools/bulkhead-size
 tools_bulkhead_size_SOURCES = tools/bulkhead-size.c
 tools_bulkhead_size_LDADD = tools/libbhtools.la
 
-# Tests: the sizing model against hand-computed numbers.
+# Tests: the sizing model against hand-computed numbers; the flag parser
+# and the number formatting both tools print with.
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_sizing
+check_PROGRAMS += tests/test_sizing tests/test_cli
 tests_test_sizing_SOURCES = tests/test_sizing.c
 tests_test_sizing_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
 tests_test_sizing_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_test_sizing_LDADD = tools/libbhtools.la $(CMOCKA_LIBS)
-TESTS += tests/test_sizing
+tests_test_cli_SOURCES = tests/test_cli.c
+tests_test_cli_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
+tests_test_cli_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_test_cli_LDADD = tools/libbhtools.la $(CMOCKA_LIBS)
+TESTS += tests/test_sizing tests/test_cli
 endif
 
-# bulkhead-size end to end: the seeds' numbers, its rules, bad flags.
+# bulkhead-size end to end: worked numbers, its rules, bad flags.
 TESTS += tests/test_size.sh
 EXTRA_DIST += tests/test_size.sh
 
 bin_PROGRAMS += tools/bulkhead-demo
 tools_bulkhead_demo_SOURCES = tools/bulkhead-demo.c tools/demo.h tools/demo_backend.c \
-	tools/demo_service.c tools/demo_report.c tools/demo_svg.c
+	tools/demo_service.c tools/demo_report.c tools/demo_svg.c tools/demo_output.c
 tools_bulkhead_demo_CPPFLAGS = $(AM_CPPFLAGS) $(LIBURING_CFLAGS)
 tools_bulkhead_demo_LDADD = tools/libbhtools.la src/libbulkhead.la
 # The async-trap scenario needs liburing; without it the demo says so.

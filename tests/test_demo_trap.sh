@@ -3,8 +3,8 @@
 # trap (naive: the bulkhead reports at most its limit while more calls are
 # really in flight; tracked: the two counts agree at every check and stay
 # within the limit), a run without the call's own deadline must cancel,
-# bad flags must exit 2, and SIGTERM must stop it cleanly (the demo itself
-# fails if a thread, socket or ring it made is left). Skipped (77) when the
+# bad flags must exit 2, and SIGTERM must stop it cleanly and summarise what
+# ran (the demo itself fails if a thread, socket or ring it made is left). Skipped (77) when the
 # build has no liburing or the system refuses io_uring (the demo exits 69).
 #
 # The margins are wide: with the flags below a healthy machine shows about
@@ -47,6 +47,10 @@ bad "--only: expected 'naive' or 'tracked'" --only with
 bad "--call-deadline" --call-deadline soon
 bad "--call-deadline (900 ms) must not exceed --pay-timeout" --call-deadline 900ms
 bad "--fault-at" --duration 5 --fault-at 9
+# The fault must fit the run here too: its own default is 3 s + 7 s.
+bad "the fault must end within --duration (5 s): --fault-at 3 s + --fault-for 7 s ends at 10 s" \
+	--duration 5
+bad "--fault-latency (200 ms) must exceed the P99 latency (240 ms" --fault-latency 200ms
 bad "--rate" --rate 0
 "$prog" --call-deadline 100ms >"$tmp/out" 2>"$tmp/err"
 rc=$?
@@ -134,8 +138,24 @@ check $k "callers gave up and cancelled" \
 check $k "reported == kernel at every check" "tracked_mismatched == 0"
 check $k "within the limit" "tracked_peak_kernel <= limit && tracked_peak_backend <= limit"
 
-# ---- SIGTERM mid-run: prompt, clean, 128 + 15 -------------------------------
+# ---- an output file that cannot be written: nothing starts -----------------
+# (69 comes first: the scenario cannot run here, and the run below skips.)
+"$prog" --scenario async-trap --kv /nonexistent/x >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 69 ]; then
+	[ "$rc" -eq 1 ] || fail "--kv /nonexistent/x: exit $rc, want 1"
+	[ -s "$tmp/out" ] && fail "--kv /nonexistent/x: it started: $(head -n 1 "$tmp/out")"
+	[ "$(wc -l <"$tmp/err")" -eq 1 ] ||
+		fail "--kv /nonexistent/x: want one message: $(cat "$tmp/err")"
+fi
+
+# ---- SIGTERM mid-run: prompt, clean, 128 + 15, what ran summarised ----------
 check_sigterm --scenario async-trap
+check term.kv "stopped: the naive run summarised" \
+	"naive_complete == 0 && naive_stopped_s >= 2 && tracked_complete == \"\""
+check term.kv "stopped: its calls counted" "naive_offered >= 90 && naive_checks > 0"
+grep -q "^  INTERRUPTED: run 1/2 (naive) stopped at [0-9.]* s by Terminated;$" "$tmp/term" ||
+	fail "stopped: the summary is not marked: $(sed -n '/^summary/,$p' "$tmp/term")"
 
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: bulkhead-demo --scenario async-trap"

@@ -1,6 +1,7 @@
 #!/bin/sh
-# bulkhead-size against the seeds' worked numbers, its own rules, and bad
-# flags (a clear message on stderr, nothing on stdout, exit status 2).
+# bulkhead-size against worked numbers of the usual sizing rules, its own
+# rules, the reasons it gives, and bad flags (a clear message on stderr,
+# nothing on stdout, exit status 2).
 prog="${top_builddir:-.}/tools/bulkhead-size"
 [ -x "$prog" ] || { echo "no $prog"; exit 99; }
 tmp=$(mktemp -d) || exit 99
@@ -27,24 +28,24 @@ expect() {
 	done
 }
 
-# The seed's inventory pool: 160 QPS x 30 ms x 1.3 = 6.24, rounded up to 7.
+# An inventory pool: 160 QPS x 30 ms x 1.3 = 6.24, rounded up to 7.
 expect "--qps 160 --p99 30ms" concurrency_raw=6.24 max_concurrent=7 \
-	queue_capacity=14 queue_shrunk=0 busy_permits=4.8 checks_failed=0
-# The seed takes 8 permits: queue 16, full queue at 160 QPS = 100 ms, and
-# 16 waiters served by 8 permits turning over every 30 ms = 60 ms.
+	queue_capacity=14 queue_shrunk=0 queue_bound=rule busy_permits=4.8 checks_failed=0
+# Rounded generously to 8 permits: queue 16, full queue at 160 QPS = 100 ms,
+# and 16 waiters served by 8 permits turning over every 30 ms = 60 ms.
 expect "--qps 160 --p99 30 --concurrency 8" max_concurrent=8 queue_capacity=16 \
 	queue_over_qps_ms=100 worst_queue_wait_ms=60 timeout_ms=1000
-# The seed's payment pool: 50 QPS x 200 ms x 1.3 = 13 (not 14).
+# A payment pool: 50 QPS x 200 ms x 1.3 = 13 (not 14).
 expect "--qps 50 --p99 0.2s --timeout 2s" concurrency_raw=13 max_concurrent=13 \
 	queue_capacity=26 queue_over_qps_ms=520 worst_queue_wait_ms=400 checks_failed=0
-# ...and its choice of 15 and 30: 30 / 50 = 0.6 s < 2 s.
+# ...rounded to 15 and 30: 30 / 50 = 0.6 s < 2 s.
 expect "--qps 50 --p99 200 -t 2s -c 15" queue_capacity=30 queue_over_qps_ms=600
 # Units: the same load written four ways.
 expect "--qps 50 --p99 200000us -t 2000ms --safety 1.3" max_concurrent=13 mean_ms=200
 # A queue the timeout cannot drain is cut: 2 x 130 = 260 waiters at 1 s
 # each / 130 permits is 2 s; 500 ms fits 65 by that and 50 by QPS.
 expect "--qps 100 --p99 1s --timeout 500ms" max_concurrent=130 queue_rule=260 \
-	queue_capacity=50 queue_shrunk=1 checks_failed=0
+	queue_capacity=50 queue_shrunk=1 queue_bound=drain checks_failed=0
 # Given sizes are evaluated, never changed: 5 permits for 10 busy fail two
 # checks (Little's law and capacity at the P99).
 expect "--qps 100 --p99 100ms -c 5 -k 0" max_concurrent=5 queue_capacity=0 checks_failed=2
@@ -57,9 +58,13 @@ expect "--qps 160 --p99 30ms --mean 10ms" max_concurrent=7 busy_permits=1.6
 # Blocking callers: a queued caller holds a thread, so permits + queue must
 # fit the threads the dependency may hold (the demo's payment compartment).
 expect "--qps 40 --p99 240ms --mean 200ms --timeout 2s --threads 28" max_concurrent=13 \
-	queue_rule=26 queue_capacity=15 queue_shrunk=1 threads_held=28 checks_failed=0
+	queue_rule=26 queue_capacity=15 queue_shrunk=1 queue_bound=threads threads_held=28 \
+	checks_failed=0
 # Fewer threads than permits: no room for a queue, and the check fails.
-expect "--qps 40 --p99 240ms --threads 10" max_concurrent=13 queue_capacity=0 checks_failed=1
+expect "--qps 40 --p99 240ms --threads 10" max_concurrent=13 queue_capacity=0 \
+	queue_bound=threads checks_failed=1
+expect "--qps 160 --p99 30ms --threads 5" max_concurrent=7 queue_capacity=0 \
+	queue_bound=threads checks_failed=1
 # Given sizes that overflow the threads are reported, not changed.
 expect "--qps 40 --p99 240ms -c 13 -k 26 --threads 28" queue_capacity=26 threads_held=39 \
 	checks_failed=1
@@ -70,6 +75,27 @@ for s in "6.24" "queue_capacity  14" "87.5 ms <= 1 s" "60 ms <= 1 s" "M/M/c/K"; 
 	grep -qF "$s" "$tmp/human" || fail "human report lacks '$s'"
 done
 grep -q FAIL "$tmp/human" && fail "a default plan fails its own checks"
+
+# The reason given for a cut queue is the bound that set it.
+# reason "ARGS" "text it must give": the text under queue_capacity.
+reason() {
+	# shellcheck disable=SC2086
+	"$prog" $1 >"$tmp/human" 2>&1 || fail "bulkhead-size $1: exit $?"
+	sed -n '/^  queue_capacity/,/^$/p' "$tmp/human" | tr -s ' \n' '  ' >"$tmp/why"
+	grep -qF "$2" "$tmp/why" || fail "bulkhead-size $1: reason: $(cat "$tmp/why")"
+	if [ "$3" ]; then
+		grep -qF "$3" "$tmp/why" && fail "bulkhead-size $1: gives '$3': $(cat "$tmp/why")"
+	fi
+}
+reason "--qps 160 --p99 30ms --threads 5" "max_concurrent alone takes all 5 threads" timeout
+reason "--qps 160 --p99 30ms --threads 10" "queued callers hold threads too, and it may hold 10" \
+	timeout
+reason "--qps 100 --p99 1s --timeout 500ms" \
+	"drained at the arrival rate (queue / QPS), would outlast the caller's timeout" threads
+reason "--qps 160 --p99 30ms" "= 2 x max_concurrent" cut
+
+# The fault is a slowdown past the P99, as in bulkhead-demo.
+expect "--qps 160 --p99 30ms --fault 31ms" fault_ms=31
 
 # Bad flags: exit 2, stdout empty, stderr names the program and the problem.
 bad() {
@@ -99,6 +125,24 @@ bad "unknown option" --qps 100 --p99 30 --frobnicate
 bad "needs a value" --qps
 bad "unexpected argument" --qps 100 --p99 30 extra
 bad "permits" --qps 10000000 --p99 60s
+bad "--fault (1 ms) must exceed the P99 latency (30 ms" --qps 160 --p99 30ms --fault 1ms
+bad "--fault (30 ms) must exceed the P99" --qps 160 --p99 30ms --fault 30ms
+bad "--p99" --qps 100 --p99 1h
+
+# Units: --help, the man page and the parser agree. Every unit --help lists
+# is taken (a --help after the flag exits 0 once the flag parsed), and the
+# man page lists the same ones in the same order.
+help_units=$("$prog" --help | sed -n 's/^TIME is a number with an optional unit: \([a-z, ]*\).*/\1/p' |
+	tr -d ,)
+[ -n "$help_units" ] || fail "--help lists no units"
+for u in $help_units; do
+	"$prog" --qps 1 --p99 "2$u" --help >/dev/null 2>&1 || fail "--help lists '$u'; --p99 2$u is refused"
+done
+page="${top_srcdir:-.}/docs/man/bulkhead-size.1"
+man_units=$(sed -n '/^TIME is a number/,/^a bare number/p' "$page" |
+	sed -n 's/^\.BR\{0,1\} \([a-z]*\).*/\1/p' | tr '\n' ' ')
+[ "$(echo $man_units)" = "$(echo $help_units)" ] ||
+	fail "units: --help says '$help_units', $page says '$man_units'"
 
 "$prog" --help >"$tmp/out" 2>&1 && grep -q '^Usage: ' "$tmp/out" || fail "--help"
 

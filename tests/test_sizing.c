@@ -1,6 +1,8 @@
-/* The sizing rules and the M/M/c/K model against hand-computed numbers: the
- * seeds' worked examples, closed forms (Erlang B, Erlang C, M/M/1/K, M/M/1)
- * and identities the model must keep (Little's law, tail vs mean). */
+/* The sizing rules and the M/M/c/K model against hand-computed numbers:
+ * worked examples of the usual rules (max_concurrent = peak QPS x P99 x
+ * safety factor, queue = 2 x max_concurrent, queue / QPS <= the caller's
+ * timeout), closed forms (Erlang B, Erlang C, M/M/1/K, M/M/1) and
+ * identities the model must keep (Little's law, tail vs mean). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,35 +37,35 @@ static struct bhs_result solve(double lambda, double mean_s, uint32_t c, uint32_
 	return r;
 }
 
-/* ---- the seeds' rules -------------------------------------------------- */
+/* ---- the rules of thumb -------------------------------------------------- */
 
-static void test_seed_inventory_pool(void **state)
+static void test_inventory_pool(void **state)
 {
 	(void)state;
-	/* seed 002 section 7.2.1: 160 QPS x 30 ms x 1.3 = 6.24 */
+	/* an inventory dependency: 160 QPS x 30 ms x 1.3 = 6.24 */
 	assert_near(bhs_concurrency_raw(160, 0.030, 1.3), 6.24, 1e-9);
 	assert_int_equal(bhs_round_up(bhs_concurrency_raw(160, 0.030, 1.3)), 7);
-	/* the seed takes 8; queue 2 x 8 = 16, drained at 160 QPS in 100 ms */
+	/* rounded generously to 8: queue 2 x 8 = 16, drained at 160 QPS in 100 ms */
 	assert_int_equal(bhs_queue_rule(8), 16);
 	assert_near(bhs_queue_over_qps(16, 160), 0.100, 1e-12);
 	/* drained by 8 permits turning over every 30 ms: 16 / 8 x 30 ms */
 	assert_near(bhs_worst_queue_wait(16, 8, 0.030), 0.060, 1e-12);
 }
 
-static void test_seed_payment_pool(void **state)
+static void test_payment_pool(void **state)
 {
 	(void)state;
-	/* seed 002 section 2.3: 50 QPS x 200 ms x 1.3 = 13, not 14 */
+	/* a payment dependency: 50 QPS x 200 ms x 1.3 = 13, not 14 */
 	assert_near(bhs_concurrency_raw(50, 0.2, 1.3), 13.0, 1e-9);
 	assert_int_equal(bhs_round_up(bhs_concurrency_raw(50, 0.2, 1.3)), 13);
-	/* the seed takes 15 and a queue of 30: 30 / 50 = 0.6 s < 2 s */
+	/* rounded to 15 with a queue of 30: 30 / 50 = 0.6 s < a 2 s timeout */
 	assert_near(bhs_queue_over_qps(bhs_queue_rule(15), 50), 0.6, 1e-12);
 }
 
-static void test_seed_000_worst_wait(void **state)
+static void test_worst_wait(void **state)
 {
 	(void)state;
-	/* seed 000: queue 32, 16 permits, 100 ms service: about 200 ms */
+	/* queue 32, 16 permits, 100 ms service: the last waits about 200 ms */
 	assert_near(bhs_worst_queue_wait(32, 16, 0.100), 0.200, 1e-12);
 }
 
@@ -77,6 +79,49 @@ static void test_round_up(void **state)
 	assert_int_equal(bhs_round_up(-3.0), 1);
 	assert_int_equal(bhs_round_up(NAN), 1);
 	assert_int_equal(bhs_round_up(1e30), UINT32_MAX);
+}
+
+/* The recommended queue and the bound that set it. */
+static void test_queue_recommend_names_its_bound(void **state)
+{
+	enum bhs_queue_bound why = (enum bhs_queue_bound)-1;
+
+	(void)state;
+	/* 7 permits, 2 x 7 = 14 fits a 1 s timeout both ways: the rule */
+	assert_int_equal(bhs_queue_recommend(160, 0.030, 1.0, 7, 0, &why), 14);
+	assert_int_equal(why, BHS_QUEUE_RULE);
+	/* 130 permits at 1 s, 500 ms timeout: 65 fit by the permits' turnover,
+	 * 50 by draining at 100 QPS; the drain binds */
+	assert_int_equal(bhs_queue_recommend(100, 1.0, 0.5, 130, 0, &why), 50);
+	assert_int_equal(why, BHS_QUEUE_DRAIN);
+	/* fewer permits than the load keeps busy (a given size): 2 permits at
+	 * 1 s serve 1 waiter in 500 ms, though 50 would drain at 100 QPS */
+	assert_int_equal(bhs_queue_recommend(100, 1.0, 0.5, 2, 0, &why), 1);
+	assert_int_equal(why, BHS_QUEUE_WAIT);
+	/* 13 permits in a compartment of 28 threads: 15 queued at most */
+	assert_int_equal(bhs_queue_recommend(40, 0.2, 2.0, 13, 28, &why), 15);
+	assert_int_equal(why, BHS_QUEUE_THREADS);
+	/* 7 permits, 5 threads: the timeout allows 14, the threads none */
+	assert_int_equal(bhs_queue_recommend(160, 0.030, 1.0, 7, 5, &why), 0);
+	assert_int_equal(why, BHS_QUEUE_THREADS);
+	/* threads that leave room for the whole rule cut nothing */
+	assert_int_equal(bhs_queue_recommend(160, 0.030, 1.0, 7, 100, &why), 14);
+	assert_int_equal(why, BHS_QUEUE_RULE);
+	/* a tie names the harder bound: 10 by the drain, 10 by the threads */
+	assert_int_equal(bhs_queue_recommend(100, 0.01, 0.1, 10, 20, &why), 10);
+	assert_int_equal(why, BHS_QUEUE_THREADS);
+	assert_int_equal(bhs_queue_recommend(160, 0.030, 1.0, 7, 0, NULL), 14);
+}
+
+static void test_fault_must_exceed_the_p99(void **state)
+{
+	(void)state;
+	assert_true(bhs_fault_exceeds_p99(5.0, 0.240));
+	assert_true(bhs_fault_exceeds_p99(0.031, 0.030));
+	assert_false(bhs_fault_exceeds_p99(0.030, 0.030));
+	assert_false(bhs_fault_exceeds_p99(0.001, 0.030));
+	/* between the mean (200 ms) and the P99 (240 ms): not a fault */
+	assert_false(bhs_fault_exceeds_p99(0.220, 0.240));
 }
 
 static void test_queue_fitting(void **state)
@@ -196,8 +241,8 @@ static void check_identities(double lambda, double mean_s, uint32_t c, uint32_t 
 static void test_identities(void **state)
 {
 	(void)state;
-	check_identities(160, 0.030, 7, 14);  /* the seed's inventory */
-	check_identities(50, 0.2, 13, 26);    /* the seed's payment */
+	check_identities(160, 0.030, 7, 14);  /* the inventory pool above */
+	check_identities(50, 0.2, 13, 26);    /* the payment pool above */
 	check_identities(50, 5.0, 13, 26);    /* payment at 5 s: overloaded */
 	check_identities(3, 1.0, 3, 6);       /* rho = 1 exactly */
 }
@@ -216,10 +261,12 @@ static void test_many_permits_stay_finite(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_seed_inventory_pool),
-		cmocka_unit_test(test_seed_payment_pool),
-		cmocka_unit_test(test_seed_000_worst_wait),
+		cmocka_unit_test(test_inventory_pool),
+		cmocka_unit_test(test_payment_pool),
+		cmocka_unit_test(test_worst_wait),
 		cmocka_unit_test(test_round_up),
+		cmocka_unit_test(test_queue_recommend_names_its_bound),
+		cmocka_unit_test(test_fault_must_exceed_the_p99),
 		cmocka_unit_test(test_queue_fitting),
 		cmocka_unit_test(test_model_rejects_bad_input),
 		cmocka_unit_test(test_mm11_is_a_coin),

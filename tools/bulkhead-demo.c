@@ -8,9 +8,13 @@
  * SVG chart. Ctrl-C stops it cleanly; at exit it checks that no thread or
  * socket it made is left. See bulkhead-demo(1) and tools/demo.h.
  *
- * --scenario async-trap runs the seeds' async trap instead: an io_uring
- * caller that gives its permit back when it stops waiting, then one whose
- * permit follows the call (tools/demo_trap.h). */
+ * --scenario async-trap shows the async trap instead: an io_uring caller
+ * that gives its permit back when it stops waiting, though the call goes on
+ * in the kernel, then one whose permit follows the call (tools/demo_trap.h).
+ *
+ * Files given with --svg and --kv are opened before anything starts; a stop
+ * signal ends a run early, and what ran is still summarised and charted,
+ * marked as interrupted. */
 #define _GNU_SOURCE /* dirfd, sigtimedwait, strsignal */
 #include "config.h"
 
@@ -41,9 +45,10 @@
 static const char usage_text[] =
 	"Usage: %s [options]\n"
 	"\n"
-	"The seeds' order service, run for real over loopback: payment slows from\n"
-	"~200 ms to ~5 s part-way through; one run without isolation, one with a\n"
-	"libbulkhead bulkhead per dependency. About a minute with the defaults.\n"
+	"An order service with two dependencies, run for real over loopback:\n"
+	"payment slows from ~200 ms to ~5 s part-way through; one run without\n"
+	"isolation, one with a libbulkhead bulkhead per dependency. About a minute\n"
+	"with the defaults. Ctrl-C stops it and summarises what ran.\n"
 	"\n"
 	"Load and service:\n"
 	"  -r, --rate N              orders per second, open loop (default 200)\n"
@@ -87,7 +92,9 @@ static const char usage_text[] =
 	"      --call-deadline TIME  the tracked call's own deadline, a linked\n"
 	"                            timeout (default 7/8 of --pay-timeout; 'none')\n"
 	"\n"
-	"TIME is a number with an optional unit: us, ms, s. A bare number is in\n"
+	"The fault must end within the run and be slower than payment's P99,\n"
+	"--pay-latency x (1 + --jitter).\n"
+	"TIME is a number with an optional unit: %s. A bare number is in\n"
 	"seconds for --duration, --fault-at and --fault-for, in ms elsewhere.\n";
 
 enum {
@@ -123,7 +130,7 @@ static const struct value_flag {
 	{ OPT_FAULT_LAT, "fault-latency", FIELD(fault_latency_s), V_MS, 1e-4, 600 },
 	{ 'd', "duration", FIELD(duration_s), V_SECONDS, 1, 3600 },
 	{ OPT_FAULT_AT, "fault-at", FIELD(fault_at_s), V_SECONDS, 0, 3600 },
-	{ OPT_FAULT_FOR, "fault-for", FIELD(fault_for_s), V_SECONDS, 0, 3600 },
+	{ OPT_FAULT_FOR, "fault-for", FIELD(fault_for_s), V_SECONDS, 1e-3, 3600 },
 	{ OPT_SAFETY, "safety", FIELD(safety), V_NUMBER, 1, 10 },
 	{ OPT_INV_QW, "inv-queue-wait", FIELD(queue_wait_s[DEP_INV]), V_MS, 1e-6, 60 },
 	{ OPT_PAY_QW, "pay-queue-wait", FIELD(queue_wait_s[DEP_PAY]), V_MS, 1e-6, 60 },
@@ -270,14 +277,31 @@ static void parse_call_deadline(const char *s, struct demo_config *c)
 		c->call_deadline_s = cli_duration("--call-deadline", s, CLI_MS, 1e-3, 60);
 }
 
-static void check_timeline(const struct demo_config *c)
+static double qps_of(const struct demo_config *c, enum dep d)
+{
+	return c->rate * (d == DEP_PAY ? c->pay_share : 1 - c->pay_share);
+}
+
+/* P99 of a backend's answers: the top of its jitter. */
+static double p99_of(const struct demo_config *c, enum dep d)
+{
+	return c->latency_s[d] * (1 + c->jitter);
+}
+
+/* The fault, in every scenario: within the run, and a real slowdown (the
+ * same rule as bulkhead-size --fault). The summary compares the fault with
+ * the time before it, so a fault that ends past the run has no meaning. */
+static void check_fault(const struct demo_config *c)
 {
 	if (c->fault_at_s >= c->duration_s)
 		cli_usage_error("--fault-at (%g s) must fall within --duration (%g s)",
 				c->fault_at_s, c->duration_s);
-	if (c->latency_s[DEP_PAY] >= c->fault_latency_s)
-		cli_usage_error("--fault-latency must exceed --pay-latency: "
-				"the fault is a slowdown");
+	if (fault_end_s(c) > c->duration_s * (1 + 1e-12))
+		cli_usage_error("the fault must end within --duration (%g s): --fault-at %g s "
+				"+ --fault-for %g s ends at %g s",
+				c->duration_s, c->fault_at_s, c->fault_for_s, fault_end_s(c));
+	cli_check_fault("--fault-latency", c->fault_latency_s, p99_of(c, DEP_PAY),
+			"--pay-latency x (1 + --jitter)");
 }
 
 /* async-trap's own defaults, for what the command line left unsaid: about
@@ -347,7 +371,7 @@ static void read_flags(int argc, char **argv, struct demo_config *c, struct cmdl
 		case 'q': c->quiet = true; break;
 		case OPT_SCENARIO: cl->scenario = optarg; break;
 		case OPT_CALL_DEADLINE: parse_call_deadline(optarg, c); break;
-		case 'h': printf(usage_text, cli_prog); exit(0);
+		case 'h': printf(usage_text, cli_prog, cli_duration_units()); exit(0);
 		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
 		default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
 		}
@@ -370,7 +394,7 @@ static const char *parse(int argc, char **argv, struct demo_config *c)
 		trap_defaults(c, &cl);
 		check_trap(c);
 	}
-	check_timeline(c);
+	check_fault(c);
 	return cl.scenario;
 }
 
@@ -378,6 +402,11 @@ static const char *parse(int argc, char **argv, struct demo_config *c)
 
 static sigset_t stop_signals;
 static int stopped_by; /* the stop signal that came, or 0 */
+
+int demo_stop_signal(void)
+{
+	return stopped_by;
+}
 
 /* Every thread inherits a mask that blocks the stop signals; only the main
  * thread takes them, synchronously, while it waits for the next second. */
@@ -486,22 +515,12 @@ static int check_clean(const struct fdset *before)
 
 struct demo {
 	struct demo_config cfg;
+	struct demo_outputs *out;
 	struct backend backend[NDEPS];
 	uint32_t conc[NDEPS], queue[NDEPS];
 	uint64_t queue_wait_ns[NDEPS];
 	bool interrupted;
 };
-
-static double qps_of(const struct demo_config *c, enum dep d)
-{
-	return c->rate * (d == DEP_PAY ? c->pay_share : 1 - c->pay_share);
-}
-
-/* P99 of a backend's answers: the top of its jitter. */
-static double p99_of(const struct demo_config *c, enum dep d)
-{
-	return c->latency_s[d] * (1 + c->jitter);
-}
 
 /* Size each bulkhead the way bulkhead-size does, from what the order
  * service knows: the peak rate to the dependency, the P99 and mean of its
@@ -522,7 +541,7 @@ static void size_by_rule(struct demo *dm)
 		dm->queue[d] = c->queue[d];
 		if (!c->queue_given[d] && qps > 0)
 			dm->queue[d] = bhs_queue_recommend(qps, c->latency_s[d], c->timeout_s[d],
-							   dm->conc[d]);
+							   dm->conc[d], 0, NULL);
 		if (dm->queue[d] > BH_QUEUE_MAX)
 			dm->queue[d] = BH_QUEUE_MAX;
 		dm->queue_wait_ns[d] = sec_to_ns(c->queue_wait_s[d]);
@@ -580,8 +599,8 @@ static void print_intro(const struct demo *dm)
 	       c->workers, c->accept_queue, cli_fmt_duration(c->timeout_s[DEP_INV], a, 32),
 	       cli_fmt_duration(c->timeout_s[DEP_PAY], b, 32));
 	printf("  fault: payment answers in ~%s from %g s to %g s of each %g s run\n",
-	       cli_fmt_duration(c->fault_latency_s, a, 32), c->fault_at_s,
-	       c->fault_at_s + c->fault_for_s, c->duration_s);
+	       cli_fmt_duration(c->fault_latency_s, a, 32), c->fault_at_s, fault_end_s(c),
+	       c->duration_s);
 	printf("  with isolation, each dependency may hold at most permits + queue workers:\n");
 	for (int d = 0; d < NDEPS; d++) {
 		printf("    %-9s %3u + %-3u of %u", dep_name[d], dm->conc[d], dm->queue[d],
@@ -666,7 +685,7 @@ static int run_one(struct demo *dm, bool isolated, struct run_report *rr)
 	}
 	r = results_init(&res, (size_t)(c->rate * (c->duration_s + 1) * 1.1) + 1024);
 	if (r < 0)
-		return r;
+		goto fail;
 	p.res = &res;
 	set_fault(dm, false);
 	printf("\n== run %s: %s\n", isolated ? "2/2" : "1/2",
@@ -677,12 +696,17 @@ static int run_one(struct demo *dm, bool isolated, struct run_report *rr)
 	r = service_start(&p, &s);
 	if (r == 0) {
 		r = drive(dm, s, rr, &res, p.t0);
-		rr->refused_releases = service_stop(s);
 		rr->complete = r == 0;
+		rr->stopped_s = (double)(bh_now_ns() - p.t0) / 1e9;
+		rr->refused_releases = service_stop(s);
 		report_finish(rr, c, &res);
 	}
 	results_free(&res);
 	set_fault(dm, false);
+	if (r == 0 || r == -EINTR)
+		return r;
+fail:
+	fprintf(stderr, "%s: cannot run %s: %s\n", cli_prog, rr->label, strerror(-r));
 	return r;
 }
 
@@ -703,35 +727,32 @@ static int start_backends(struct demo *dm)
 	return 0;
 }
 
+/* The summary, the chart and the key=value lines, for the runs that ran
+ * (a stopped one too). 0, or the first write error (already reported). */
 static int finish_outputs(const struct demo *dm, const struct run_report *without,
 			  const struct run_report *with)
 {
 	const struct demo_config *c = &dm->cfg;
-	const char *failed = NULL;
-	int r = 0;
+	struct demo_outputs *out = dm->out;
+	int r, r2;
 
 	report_print_summary(without, with, c);
-	if (c->svg_path && *c->svg_path) {
-		r = svg_write(c->svg_path, without, with, c);
-		if (r < 0)
-			failed = c->svg_path;
-		else
-			printf("\nchart: %s\n", c->svg_path);
-	}
-	if (r == 0 && c->kv_path) {
-		r = report_write_kv(c->kv_path, without, with, c);
-		failed = c->kv_path;
-	}
-	if (r < 0)
-		fprintf(stderr, "%s: cannot write %s: %s\n", cli_prog, failed, strerror(-r));
-	return r;
+	if (out->svg.f)
+		svg_write(out->svg.f, without, with, c);
+	r = demo_output_close(&out->svg);
+	if (r == 0 && out->svg.path && *out->svg.path)
+		printf("\nchart: %s\n", out->svg.path);
+	if (out->kv.f)
+		report_write_kv(out->kv.f, without, with, c);
+	r2 = demo_output_close(&out->kv);
+	return r < 0 ? r : r2;
 }
 
 static int run_containment(struct demo *dm)
 {
 	struct run_report runs[2];
 	bool ran[2] = { false, false };
-	int r = start_backends(dm);
+	int r = start_backends(dm), w;
 
 	if (r < 0)
 		return r;
@@ -745,8 +766,11 @@ static int run_containment(struct demo *dm)
 	}
 	for (int d = 0; d < NDEPS; d++)
 		backend_stop(&dm->backend[d]);
-	if (r == 0)
-		r = finish_outputs(dm, ran[0] ? &runs[0] : NULL, ran[1] ? &runs[1] : NULL);
+	if (r == 0 || r == -EINTR) {
+		w = finish_outputs(dm, ran[0] ? &runs[0] : NULL, ran[1] ? &runs[1] : NULL);
+		if (r == 0)
+			r = w;
+	}
 	for (int i = 0; i < 2; i++)
 		if (ran[i])
 			run_report_free(&runs[i]);
@@ -759,7 +783,7 @@ static int run_containment(struct demo *dm)
 #ifdef HAVE_LIBURING
 static int run_async_trap(struct demo *dm)
 {
-	int r = trap_scenario(&dm->cfg);
+	int r = trap_scenario(&dm->cfg, dm->out);
 
 	dm->interrupted = r == -EINTR;
 	return r;
@@ -808,6 +832,7 @@ static const struct scenario *find_scenario(const char *name)
 int main(int argc, char **argv)
 {
 	struct demo dm;
+	struct demo_outputs out;
 	const struct scenario *sc;
 	const char *why;
 	struct fdset before;
@@ -820,17 +845,26 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: scenario %s cannot run: %s\n", cli_prog, sc->name, why);
 		return EXIT_UNAVAILABLE;
 	}
+	if (demo_output_open(&out.svg, dm.cfg.svg_path) < 0)
+		return 1;
+	if (demo_output_open(&out.kv, dm.cfg.kv_path) < 0) {
+		demo_output_discard(&out.svg);
+		return 1;
+	}
+	dm.out = &out;
 	block_stop_signals();
 	our_kind_fds(&before);
+	/* Every failure is reported once, where it happened. */
 	r = sc->run(&dm);
+	demo_output_discard(&out.svg); /* what a failed run did not write */
+	demo_output_discard(&out.kv);
 	if (check_clean(&before) < 0)
 		return 1;
+	fflush(stdout); /* the summary before the last word on stderr */
 	if (dm.interrupted) {
 		fprintf(stderr, "%s: stopped by %s; every thread and socket it started is gone\n",
 			cli_prog, strsignal(stopped_by));
 		return 128 + stopped_by;
 	}
-	if (r < 0 && r != -EINTR)
-		fprintf(stderr, "%s: %s\n", cli_prog, strerror(-r));
 	return r < 0 ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /* bulkhead-size: size one bulkhead from the load it must carry.
  *
  * From peak QPS, the P99 latency, a safety factor and the caller's timeout
- * it prints max_concurrent and queue_capacity (the seeds' rules of thumb),
+ * it prints max_concurrent and queue_capacity (the usual rules of thumb),
  * the checks those rules imply (Little's law, worst queue wait), and what
  * the sizes buy under an M/M/c/K model: the share of calls rejected at once,
  * the share that wait, and how long. docs/sizing.md explains every line. */
@@ -27,11 +27,12 @@ struct plan {
 	double raw;      /* Q x P99 x safety */
 	uint32_t c, k;   /* what is evaluated */
 	uint32_t k_rule; /* 2 x c */
-	bool k_shrunk;   /* k_rule would not fit the caller's timeout */
+	bool k_shrunk;   /* k < k_rule */
+	enum bhs_queue_bound k_bound; /* what cut it */
 	double busy;     /* Little: Q x mean */
 	double cap_qps;  /* c / P99 */
-	double over_qps; /* k / Q (seed 002) */
-	double worst;    /* k / c x mean (seed 000) */
+	double over_qps; /* k / Q: drained at the arrival rate */
+	double worst;    /* k / c x mean: drained by the permits */
 	int failed;      /* checks that failed */
 	struct bhs_model model;
 	struct bhs_result res;
@@ -59,8 +60,9 @@ static const char usage_text[] =
 	"      --kv             print key=value lines for scripts\n"
 	"  -h, --help           show this help\n"
 	"\n"
-	"TIME is a number with an optional unit: us, ms, s (a bare number is ms).\n"
-	"Example, seed 002's inventory pool:  %s --qps 160 --p99 30ms\n";
+	"TIME is a number with an optional unit: %s (a bare number is ms).\n"
+	"Example, a dependency called 160 times a second with a 30 ms P99:\n"
+	"  %s --qps 160 --p99 30ms\n";
 
 /* Every time flag: positive, at most an hour, bare numbers in ms. */
 static double time_arg(const char *flag)
@@ -103,7 +105,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'n': o->threads = cli_u32("--threads", optarg, 1, UINT32_MAX - 1); break;
 		case 'f': o->fault_s = time_arg("--fault"); break;
 		case 'K': o->kv = true; break;
-		case 'h': printf(usage_text, cli_prog, cli_prog); exit(0);
+		case 'h': printf(usage_text, cli_prog, cli_duration_units(), cli_prog); exit(0);
 		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
 		default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
 		}
@@ -117,27 +119,23 @@ static void parse(int argc, char **argv, struct opts *o)
 	if (o->mean_s > o->p99_s)
 		cli_usage_error("--mean (%g ms) cannot exceed --p99 (%g ms)", o->mean_s * 1e3,
 				o->p99_s * 1e3);
+	if (o->fault_s > 0)
+		cli_check_fault("--fault", o->fault_s, o->p99_s, "--p99");
 }
 
-/* queue_capacity for c permits: as given, or recommended (sizing.h). */
-static uint32_t queue_for(const struct opts *o, uint32_t c, bool *shrunk)
+/* queue_capacity for c permits: as given, or recommended (sizing.h), and
+ * what bounds it. */
+static uint32_t queue_for(const struct opts *o, uint32_t c, enum bhs_queue_bound *bound)
 {
-	uint32_t rule = bhs_queue_rule(c), k;
+	uint32_t k;
 
-	*shrunk = false;
+	*bound = BHS_QUEUE_RULE;
 	if (o->queue_given)
 		return o->queue;
 	if (o->conc) /* evaluating a given size: the plain rule, never cut */
-		k = rule;
+		k = bhs_queue_rule(c);
 	else
-		k = bhs_queue_recommend(o->qps, o->mean_s, o->timeout_s, c);
-	if (o->threads && !o->conc) { /* a queued caller holds a thread too */
-		uint32_t room = o->threads > c ? o->threads - c : 0;
-
-		if (k > room)
-			k = room;
-	}
-	*shrunk = k < rule;
+		k = bhs_queue_recommend(o->qps, o->mean_s, o->timeout_s, c, o->threads, bound);
 	return k > BH_QUEUE_MAX ? BH_QUEUE_MAX : k;
 }
 
@@ -150,7 +148,8 @@ static void make_plan(const struct opts *o, struct plan *p)
 		cli_usage_error("this load needs %u permits; a bulkhead holds at most %u",
 				p->c, BH_LIMIT_MAX);
 	p->k_rule = bhs_queue_rule(p->c);
-	p->k = queue_for(o, p->c, &p->k_shrunk);
+	p->k = queue_for(o, p->c, &p->k_bound);
+	p->k_shrunk = !o->queue_given && p->k < p->k_rule;
 	p->busy = o->qps * o->mean_s;
 	p->cap_qps = p->c / o->p99_s;
 	p->over_qps = bhs_queue_over_qps(p->k, o->qps);
@@ -193,6 +192,34 @@ static void print_header(const struct opts *o)
 		printf("mean latency %s\n", dur(o->mean_s, c));
 }
 
+/* Why the queue is shorter than the rule: the bound that set it, in up to
+ * two lines under the size. */
+static void print_cut_reason(const struct opts *o, const struct plan *p)
+{
+	const char *indent = "                         ";
+
+	switch (p->k_bound) {
+	case BHS_QUEUE_THREADS:
+		if (p->c >= o->threads)
+			printf("%smax_concurrent alone takes all %u threads it may hold\n",
+			       indent, o->threads);
+		else
+			printf("%squeued callers hold threads too, and it may hold %u\n",
+			       indent, o->threads);
+		break;
+	case BHS_QUEUE_DRAIN:
+		printf("%sa longer queue, drained at the arrival rate (queue / QPS),\n"
+		       "%swould outlast the caller's timeout\n", indent, indent);
+		break;
+	case BHS_QUEUE_WAIT:
+		printf("%sthe last waiter of a longer queue, served as the permits\n"
+		       "%sturn over, would wait past the caller's timeout\n", indent, indent);
+		break;
+	case BHS_QUEUE_RULE:
+		break;
+	}
+}
+
 static void print_sizes(const struct opts *o, const struct plan *p)
 {
 	char a[32];
@@ -207,15 +234,11 @@ static void print_sizes(const struct opts *o, const struct plan *p)
 		       p->c, o->qps, dur(o->p99_s, a), o->safety, p->raw);
 	if (o->queue_given)
 		printf("  queue_capacity  %-6u given\n", p->k);
-	else if (p->k_shrunk && o->threads && p->c + (uint64_t)p->k == o->threads)
-		printf("  queue_capacity  %-6u cut from 2 x max_concurrent = %u: queued callers\n"
-		       "                         hold threads too, and it may hold %u\n",
-		       p->k, p->k_rule, o->threads);
-	else if (p->k_shrunk)
-		printf("  queue_capacity  %-6u cut from 2 x max_concurrent = %u: a longer queue\n"
-		       "                         cannot be served within the caller's timeout\n",
-		       p->k, p->k_rule);
-	else
+	else if (p->k_shrunk) {
+		printf("  queue_capacity  %-6u cut from 2 x max_concurrent = %u:\n", p->k,
+		       p->k_rule);
+		print_cut_reason(o, p);
+	} else
 		printf("  queue_capacity  %-6u = 2 x max_concurrent\n", p->k);
 }
 
@@ -278,12 +301,12 @@ static void print_row(const struct opts *o, uint32_t c, uint32_t k, bool chosen)
 static void print_alternatives(const struct opts *o, const struct plan *p)
 {
 	uint32_t lo = p->c > 2 ? p->c - 2 : 1;
-	bool shrunk;
+	enum bhs_queue_bound bound;
 
 	printf("\nwhat other sizes buy (same load, same model)\n");
 	printf("    max_conc   queue  rejected     wait  mean wait   p99 wait\n");
 	for (uint32_t c = lo; c <= p->c + 2 && c <= BH_LIMIT_MAX; c++) {
-		print_row(o, c, queue_for(o, c, &shrunk), c == p->c);
+		print_row(o, c, queue_for(o, c, &bound), c == p->c);
 		if (c == p->c && p->k != 0)
 			print_row(o, c, 0, false);
 	}
@@ -311,6 +334,11 @@ static void print_fault(const struct opts *o, const struct plan *p)
 
 /* ---- key=value output -------------------------------------------------- */
 
+static const char *const bound_name[] = {
+	[BHS_QUEUE_RULE] = "rule", [BHS_QUEUE_DRAIN] = "drain", [BHS_QUEUE_WAIT] = "wait",
+	[BHS_QUEUE_THREADS] = "threads",
+};
+
 static void print_kv(const struct opts *o, const struct plan *p)
 {
 	const struct bhs_result *r = &p->res;
@@ -318,8 +346,9 @@ static void print_kv(const struct opts *o, const struct plan *p)
 	printf("qps=%.6g\np99_ms=%.6g\nmean_ms=%.6g\nsafety=%.6g\ntimeout_ms=%.6g\n", o->qps,
 	       o->p99_s * 1e3, o->mean_s * 1e3, o->safety, o->timeout_s * 1e3);
 	printf("concurrency_raw=%.6g\nmax_concurrent=%u\nqueue_rule=%u\nqueue_capacity=%u\n"
-	       "queue_shrunk=%d\n",
-	       p->raw, p->c, p->k_rule, p->k, p->k_shrunk);
+	       "queue_shrunk=%d\nqueue_bound=%s\n",
+	       p->raw, p->c, p->k_rule, p->k, p->k_shrunk,
+	       o->queue_given ? "given" : bound_name[p->k_bound]);
 	printf("busy_permits=%.6g\nutilisation=%.6g\ncapacity_qps=%.6g\nqueue_over_qps_ms=%.6g\n"
 	       "worst_queue_wait_ms=%.6g\nchecks_failed=%d\n",
 	       p->busy, p->busy / p->c, p->cap_qps, p->over_qps * 1e3, p->worst * 1e3,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sizing.h"
 
 const char *cli_prog = "bulkhead";
 
@@ -63,12 +64,26 @@ bool cli_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 	return true;
 }
 
+/* The one list of duration units: the parser reads it, help text prints it. */
 static const struct {
 	const char *name;
 	double seconds;
 } units[] = {
 	{ "ns", 1e-9 }, { "us", 1e-6 }, { "ms", 1e-3 }, { "s", 1.0 }, { "min", 60.0 },
 };
+
+#define NUNITS (sizeof(units) / sizeof(units[0]))
+
+const char *cli_duration_units(void)
+{
+	static char text[64];
+
+	if (!text[0])
+		for (size_t i = 0; i < NUNITS; i++)
+			snprintf(text + strlen(text), sizeof(text) - strlen(text), "%s%s",
+				 i ? ", " : "", units[i].name);
+	return text;
+}
 
 bool cli_parse_duration(const char *s, double default_unit_s, double min_s, double max_s,
 			double *out)
@@ -80,7 +95,7 @@ bool cli_parse_duration(const char *s, double default_unit_s, double min_s, doub
 		return false;
 	if (*end) {
 		unit = 0;
-		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		for (size_t i = 0; i < NUNITS; i++)
 			if (strcmp(end, units[i].name) == 0)
 				unit = units[i].seconds;
 		if (unit == 0)
@@ -151,7 +166,47 @@ const char *cli_fmt_percent(double p, char *buf, unsigned len)
 		snprintf(buf, len, "0%%");
 	else if (p < 1e-6)
 		snprintf(buf, len, "<0.0001%%");
+	else if (p < 1 && 100 * p >= 99.95) /* %.3g would say 100 */
+		snprintf(buf, len, "99.9%%");
 	else
 		snprintf(buf, len, "%.3g%%", 100 * p);
 	return buf;
+}
+
+const char *cli_fmt_share(uint64_t part, uint64_t whole, char *buf, size_t len)
+{
+	double pct = whole ? 100.0 * (double)part / (double)whole : 0;
+
+	if (whole == 0)
+		snprintf(buf, len, "-");
+	else if (part == whole || part == 0)
+		snprintf(buf, len, "%s%%", part ? "100" : "0");
+	else if (pct < 0.05) /* %.1f would say 0.0 */
+		snprintf(buf, len, "<0.1%%");
+	else if (pct >= 99.95 && part < whole) /* %.1f would say 100.0: truncate */
+		snprintf(buf, len, "99.9%%");
+	else
+		snprintf(buf, len, "%.1f%%", pct);
+	return buf;
+}
+
+const char *cli_fmt_share_of(uint64_t part, uint64_t whole, char *buf, size_t len)
+{
+	char pct[16];
+
+	snprintf(buf, len, "%s (%llu of %llu)", cli_fmt_share(part, whole, pct, sizeof(pct)),
+		 (unsigned long long)part, (unsigned long long)whole);
+	return buf;
+}
+
+void cli_check_fault(const char *flag, double fault_s, double p99_s, const char *p99_from)
+{
+	char a[32], b[32];
+
+	if (bhs_fault_exceeds_p99(fault_s, p99_s))
+		return;
+	cli_usage_error("%s (%s) must exceed the P99 latency (%s, from %s): a fault is a "
+			"slowdown past the tail the permits are sized for",
+			flag, cli_fmt_duration(fault_s, a, sizeof(a)),
+			cli_fmt_duration(p99_s, b, sizeof(b)), p99_from);
 }

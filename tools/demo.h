@@ -1,4 +1,5 @@
-/* bulkhead-demo: the seeds' order service, for real over loopback.
+/* bulkhead-demo: an order service with a slow dependency, for real over
+ * loopback.
  *
  *   load generator --(accept queue)--> order service workers --TCP--> inventory
  *   (open loop)                        (fixed pool, blocking I/O)    payment
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "bulkhead.h"
 
@@ -34,7 +36,7 @@ enum outcome {
 	OUT_QUEUE_TIMEOUT, /* no permit within the queue-wait budget */
 	OUT_CALL_TIMEOUT,  /* the dependency did not answer in time */
 	OUT_CALL_ERROR,    /* connection failed or a wrong answer */
-	OUT_SHUTDOWN,      /* the run was stopped */
+	OUT_SHUTDOWN,      /* still open when the run was stopped: not counted */
 	NOUTCOMES
 };
 
@@ -57,13 +59,37 @@ struct demo_config {
 	double queue_wait_s[NDEPS];
 	double call_deadline_s; /* async-trap: the tracked call's own deadline (0: none) */
 	unsigned runs;        /* RUN_WITHOUT | RUN_WITH */
-	const char *svg_path, *kv_path;
+	const char *svg_path, *kv_path; /* NULL or "": none */
 	uint32_t seed;
 	bool quiet;
 };
 
 #define RUN_WITHOUT 1u /* async-trap: the naive run */
 #define RUN_WITH 2u    /* async-trap: the tracked run */
+
+/* An output file (--svg, --kv). main opens it before anything starts, so
+ * that a path that cannot be written fails at once, not after the run. */
+struct demo_output {
+	const char *path;
+	FILE *f; /* NULL: not asked for */
+};
+
+struct demo_outputs {
+	struct demo_output svg, kv;
+};
+
+/* Open path for writing (NULL or "": none, 0). -errno, with one message
+ * printed, when it cannot be created. */
+int demo_output_open(struct demo_output *o, const char *path);
+/* The scenario wrote it: flush and close. 0, or -errno with one message. */
+int demo_output_close(struct demo_output *o);
+/* Nothing was written (the run failed): close it and remove the empty file
+ * it created. */
+void demo_output_discard(struct demo_output *o);
+
+/* A stopped run: "run 1/2 (without isolation) stopped at 2.35 s by
+ * Terminated", for the summaries and the charts. */
+const char *demo_stop_note(const char *run, double stopped_s, char *buf, size_t len);
 
 /* One finished order; times in ns from the start of its run. */
 struct record {
@@ -185,6 +211,8 @@ enum phase { PH_BEFORE, PH_FAULT, PH_AFTER, NPHASES };
 struct run_report {
 	const char *label;
 	bool isolated, complete;
+	double stopped_s;      /* when !complete: seconds into the run it stopped */
+	uint64_t open_at_stop; /* orders still open then, left out of the totals */
 	uint32_t conc[NDEPS], queue[NDEPS];
 	uint64_t queue_wait_ns[NDEPS];
 	struct tick *ticks;
@@ -211,22 +239,32 @@ void report_finish(struct run_report *rr, const struct demo_config *cfg,
 		   const struct results *res);
 void report_print_summary(const struct run_report *without, const struct run_report *with,
 			  const struct demo_config *cfg);
-int report_write_kv(const char *path, const struct run_report *without,
-		    const struct run_report *with, const struct demo_config *cfg);
+void report_write_kv(FILE *f, const struct run_report *without, const struct run_report *with,
+		     const struct demo_config *cfg);
 void run_report_free(struct run_report *rr);
 
 /* ---- the chart (demo_svg.c) -------------------------------------------- */
 
-FILE *svg_open(const char *path, int w, int h);
+/* Start an SVG document of w x h on a white page. */
+void svg_begin(FILE *f, int w, int h);
 
-int svg_write(const char *path, const struct run_report *without, const struct run_report *with,
-	      const struct demo_config *cfg);
+void svg_write(FILE *f, const struct run_report *without, const struct run_report *with,
+	       const struct demo_config *cfg);
 
 /* ---- helpers ------------------------------------------------------------- */
 
 /* Sleep until t_ns (bh_now_ns clock); false when a stop signal came
  * (bulkhead-demo.c: only the main thread takes them). */
 bool demo_wait_until(uint64_t t_ns);
+/* The stop signal that came, or 0. */
+int demo_stop_signal(void);
+
+/* The end of the fault: it fits the run (bulkhead-demo refuses one that
+ * does not). */
+static inline double fault_end_s(const struct demo_config *c)
+{
+	return c->fault_at_s + c->fault_for_s;
+}
 
 /* Whether the fault overlaps [from_s, to_s) of a run. */
 static inline bool fault_overlaps(const struct demo_config *c, double from_s, double to_s)

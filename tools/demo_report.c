@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "demo.h"
 
 #define FAST_FAIL_NS (50 * BH_MSEC)
@@ -144,11 +145,7 @@ static const char *fmt_lat(double s, char *buf, size_t len)
 
 static const char *fmt_ok(const struct dep_tick *d, char *buf, size_t len)
 {
-	if (d->done == 0)
-		snprintf(buf, len, "-");
-	else
-		snprintf(buf, len, "%.1f", 100.0 * d->ok / d->done);
-	return buf;
+	return cli_fmt_share(d->ok, d->done, buf, len);
 }
 
 static const char *fmt_bh(const struct tick *tk, enum dep d, char *buf, size_t len)
@@ -173,7 +170,7 @@ void report_print_header(const struct demo_config *cfg)
 	       "     payment", " workers", "  inventory bh", "  payment bh");
 	printf("%3s  %5s %3s | %5s %6s %6s   | %5s %6s %6s   | %3s %4s  | "
 	       "%3s %4s %6s | %3s %4s %6s\n",
-	       "t", "offer", "ok", "ok%", "p50", "p99", "ok%", "p50", "p99", "pay", "busy", "in",
+	       "t", "offer", "ok", "ok", "p50", "p99", "ok", "p50", "p99", "pay", "busy", "in",
 	       "queue", "shed", "in", "queue", "shed");
 }
 
@@ -234,6 +231,13 @@ static enum phase phase_of(uint64_t arrival_ns, const struct demo_config *cfg)
 	return PH_AFTER;
 }
 
+/* Whether an order counts in the totals: one still open when a run was
+ * stopped neither succeeded nor failed. */
+static bool counted(const struct record *r)
+{
+	return r->outcome != OUT_SHUTDOWN;
+}
+
 static void phase_latencies(struct phase_stats *ps, const struct results *res, enum dep d,
 			    enum phase ph, const struct demo_config *cfg)
 {
@@ -247,7 +251,7 @@ static void phase_latencies(struct phase_stats *ps, const struct results *res, e
 		const struct record *r = &res->rec[i];
 		double lat = (double)(r->done_ns - r->arrival_ns) / 1e9;
 
-		if (r->dep != d || phase_of(r->arrival_ns, cfg) != ph)
+		if (r->dep != d || phase_of(r->arrival_ns, cfg) != ph || !counted(r))
 			continue;
 		all[na++] = lat;
 		if (r->outcome != OUT_OK)
@@ -267,10 +271,15 @@ void report_finish(struct run_report *rr, const struct demo_config *cfg,
 		   const struct results *res)
 {
 	memset(rr->ph, 0, sizeof(rr->ph));
+	rr->open_at_stop = 0;
 	for (size_t i = 0; i < res->n; i++) {
 		const struct record *r = &res->rec[i];
 		struct phase_stats *ps = &rr->ph[r->dep][phase_of(r->arrival_ns, cfg)];
 
+		if (!counted(r)) {
+			rr->open_at_stop++;
+			continue;
+		}
 		ps->n++;
 		ps->ok += r->outcome == OUT_OK;
 		ps->by_outcome[r->outcome]++;
@@ -292,29 +301,34 @@ void run_report_free(struct run_report *rr)
 
 /* ---- the side-by-side summary -------------------------------------------- */
 
+#define CELL 32
+
 static double share(uint64_t part, uint64_t whole)
 {
 	return whole ? (double)part / (double)whole : NAN;
 }
 
+/* The part of the fault a run saw: all of it, unless it was stopped first. */
+static double fault_seen_s(const struct run_report *rr, const struct demo_config *cfg)
+{
+	double end = fault_end_s(cfg);
+
+	if (!rr->complete && rr->stopped_s < end)
+		end = rr->stopped_s;
+	return end > cfg->fault_at_s ? end - cfg->fault_at_s : 0;
+}
+
 static double served_per_s(const struct run_report *rr, const struct demo_config *cfg)
 {
 	uint64_t ok = rr->ph[DEP_INV][PH_FAULT].ok + rr->ph[DEP_PAY][PH_FAULT].ok;
+	double seen = fault_seen_s(rr, cfg);
 
-	return cfg->fault_for_s > 0 ? (double)ok / cfg->fault_for_s : NAN;
-}
-
-static void cell_pct(char *buf, double v)
-{
-	if (isnan(v))
-		snprintf(buf, 32, "-");
-	else
-		snprintf(buf, 32, "%.1f%%", 100 * v);
+	return seen > 0 ? (double)ok / seen : NAN;
 }
 
 enum {
 	ROW_INV_OK, ROW_INV_P99, ROW_PAY_OK, ROW_PAY_FAST, ROW_PAY_FAIL_P50, ROW_PAY_SHED,
-	ROW_SERVED, ROW_PEAK_HELD, ROW_INV_OK_BEFORE, NROWS
+	ROW_SERVED, ROW_PEAK_HELD, ROW_INV_OK_BEFORE, ROW_INV_P99_BEFORE, NROWS
 };
 
 static const char *const row_label[NROWS] = {
@@ -327,47 +341,74 @@ static const char *const row_label[NROWS] = {
 	"orders served per second",
 	"workers held by payment (peak)",
 	"before the fault: inventory success",
+	"before the fault: inventory p99",
 };
 
 /* One column of the summary: a run's numbers for each row. */
 static void run_cells(const struct run_report *rr, const struct demo_config *cfg,
-		      char cell[NROWS][32])
+		      char cell[NROWS][CELL])
 {
 	const struct phase_stats *inv = &rr->ph[DEP_INV][PH_FAULT];
 	const struct phase_stats *pay = &rr->ph[DEP_PAY][PH_FAULT];
 	const struct phase_stats *inv0 = &rr->ph[DEP_INV][PH_BEFORE];
+	double served = served_per_s(rr, cfg);
 
-	cell_pct(cell[ROW_INV_OK], share(inv->ok, inv->n));
-	fmt_lat(inv->p99_s, cell[ROW_INV_P99], 32);
-	cell_pct(cell[ROW_PAY_OK], share(pay->ok, pay->n));
-	cell_pct(cell[ROW_PAY_FAST], share(pay->fast_fail, pay->n - pay->ok));
-	fmt_lat(pay->fail_p50_s, cell[ROW_PAY_FAIL_P50], 32);
-	snprintf(cell[ROW_PAY_SHED], 32, "%llu / %llu",
+	cli_fmt_share_of(inv->ok, inv->n, cell[ROW_INV_OK], CELL);
+	fmt_lat(inv->p99_s, cell[ROW_INV_P99], CELL);
+	cli_fmt_share_of(pay->ok, pay->n, cell[ROW_PAY_OK], CELL);
+	cli_fmt_share_of(pay->fast_fail, pay->n - pay->ok, cell[ROW_PAY_FAST], CELL);
+	fmt_lat(pay->fail_p50_s, cell[ROW_PAY_FAIL_P50], CELL);
+	snprintf(cell[ROW_PAY_SHED], CELL, "%llu / %llu",
 		 (unsigned long long)pay->by_outcome[OUT_REJECTED],
 		 (unsigned long long)pay->by_outcome[OUT_QUEUE_TIMEOUT]);
-	snprintf(cell[ROW_SERVED], 32, "%.0f/s", served_per_s(rr, cfg));
-	snprintf(cell[ROW_PEAK_HELD], 32, "%u of %u", rr->peak_held[DEP_PAY], cfg->workers);
-	cell_pct(cell[ROW_INV_OK_BEFORE], share(inv0->ok, inv0->n));
+	if (isnan(served))
+		snprintf(cell[ROW_SERVED], CELL, "-");
+	else
+		snprintf(cell[ROW_SERVED], CELL, "%.0f/s", served);
+	snprintf(cell[ROW_PEAK_HELD], CELL, "%u of %u", rr->peak_held[DEP_PAY], cfg->workers);
+	cli_fmt_share_of(inv0->ok, inv0->n, cell[ROW_INV_OK_BEFORE], CELL);
+	fmt_lat(inv0->p99_s, cell[ROW_INV_P99_BEFORE], CELL);
+}
+
+/* What a stopped run's column covers. */
+static void print_stop_note(const struct run_report *rr, int i, const struct demo_config *cfg)
+{
+	char run[48], note[128];
+	double seen = fault_seen_s(rr, cfg);
+
+	snprintf(run, sizeof(run), "run %d/2 (%s)", i + 1, rr->label);
+	printf("  INTERRUPTED: %s;\n", demo_stop_note(run, rr->stopped_s, note, sizeof(note)));
+	if (seen > 0)
+		printf("    its column covers the fault from %g s to %.2f s,\n", cfg->fault_at_s,
+		       cfg->fault_at_s + seen);
+	else
+		printf("    it stopped before the fault;\n");
+	printf("    the %llu orders still open then are left out\n",
+	       (unsigned long long)rr->open_at_stop);
 }
 
 void report_print_summary(const struct run_report *without, const struct run_report *with,
 			  const struct demo_config *cfg)
 {
 	const struct run_report *runs[2] = { without, with };
-	char cell[2][NROWS][32];
+	char cell[2][NROWS][CELL];
 
 	for (int r = 0; r < 2; r++) {
 		if (runs[r])
 			run_cells(runs[r], cfg, cell[r]);
 		else
 			for (int i = 0; i < NROWS; i++)
-				snprintf(cell[r][i], 32, "(not run)");
+				snprintf(cell[r][i], CELL, "(not run)");
 	}
 	printf("\nsummary: orders that arrived during the fault (%g s to %g s)\n",
-	       cfg->fault_at_s, cfg->fault_at_s + cfg->fault_for_s);
-	printf("  %-37s %18s %18s\n", "", "without isolation", "with isolation");
+	       cfg->fault_at_s, fault_end_s(cfg));
+	for (int r = 0; r < 2; r++)
+		if (runs[r] && !runs[r]->complete)
+			print_stop_note(runs[r], r, cfg);
+	/* 80 columns; a cell of up to 20 characters keeps a space before it */
+	printf("  %-35s%21s %21s\n", "", "without isolation", "with isolation");
 	for (int i = 0; i < NROWS; i++)
-		printf("  %-37s %18s %18s\n", row_label[i], cell[0][i], cell[1][i]);
+		printf("  %-35s%21s %21s\n", row_label[i], cell[0][i], cell[1][i]);
 }
 
 /* ---- key=value, for scripts and the test ----------------------------------- */
@@ -380,11 +421,15 @@ static void kv_run(FILE *f, const char *p, const struct run_report *rr,
 	const struct phase_stats *inv0 = &rr->ph[DEP_INV][PH_BEFORE];
 
 	fprintf(f, "%s_complete=%d\n", p, rr->complete);
+	if (!rr->complete)
+		fprintf(f, "%s_stopped_s=%.3f\n%s_open_at_stop=%llu\n", p, rr->stopped_s, p,
+			(unsigned long long)rr->open_at_stop);
 	fprintf(f, "%s_inv_n_fault=%llu\n", p, (unsigned long long)inv->n);
 	fprintf(f, "%s_inv_ok_fault=%.4f\n", p, share(inv->ok, inv->n));
 	fprintf(f, "%s_inv_p99_fault_ms=%.3f\n", p, inv->p99_s * 1e3);
 	fprintf(f, "%s_inv_n_before=%llu\n", p, (unsigned long long)inv0->n);
 	fprintf(f, "%s_inv_ok_before=%.4f\n", p, share(inv0->ok, inv0->n));
+	fprintf(f, "%s_inv_p99_before_ms=%.3f\n", p, inv0->p99_s * 1e3);
 	fprintf(f, "%s_pay_n_fault=%llu\n", p, (unsigned long long)pay->n);
 	fprintf(f, "%s_pay_ok_fault=%.4f\n", p, share(pay->ok, pay->n));
 	fprintf(f, "%s_pay_fast_fail_fault=%.4f\n", p, share(pay->fast_fail, pay->n - pay->ok));
@@ -403,18 +448,15 @@ static void kv_run(FILE *f, const char *p, const struct run_report *rr,
 			rr->queue[d]);
 }
 
-int report_write_kv(const char *path, const struct run_report *without,
-		    const struct run_report *with, const struct demo_config *cfg)
+void report_write_kv(FILE *f, const struct run_report *without, const struct run_report *with,
+		     const struct demo_config *cfg)
 {
-	FILE *f = fopen(path, "w");
+	bool stopped = (without && !without->complete) || (with && !with->complete);
 
-	if (!f)
-		return -errno;
-	fprintf(f, "rate=%g\nworkers=%u\nfault_at_s=%g\nfault_for_s=%g\n", cfg->rate,
-		cfg->workers, cfg->fault_at_s, cfg->fault_for_s);
+	fprintf(f, "rate=%g\nworkers=%u\nfault_at_s=%g\nfault_for_s=%g\ninterrupted=%d\n",
+		cfg->rate, cfg->workers, cfg->fault_at_s, cfg->fault_for_s, stopped);
 	if (without)
 		kv_run(f, "without", without, cfg);
 	if (with)
 		kv_run(f, "with", with, cfg);
-	return fclose(f) ? -errno : 0;
 }

@@ -9,7 +9,8 @@
  * With isolation, each dependency sits behind its own bulkhead: a worker
  * takes a permit (waiting at most its queue-wait budget) before the call
  * and gives it back after. This is the core bh_acquire; a thread-pool
- * bulkhead (issue 5) would replace guard_enter/guard_leave. */
+ * bulkhead (bh_pool_call, <bulkhead/pool.h>) would replace
+ * guard_enter/guard_leave. */
 #define _GNU_SOURCE /* ppoll, pthread_setname_np */
 #include <errno.h>
 #include <inttypes.h>
@@ -140,6 +141,17 @@ static void aq_close(struct accept_queue *q)
 	q->closed = true;
 	pthread_cond_broadcast(&q->nonempty);
 	pthread_mutex_unlock(&q->lock);
+}
+
+/* After the close, with the workers gone: the orders no worker took. */
+static bool aq_take_left(struct accept_queue *q, struct order *o)
+{
+	if (q->n == 0)
+		return false;
+	*o = q->ring[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->n--;
+	return true;
 }
 
 /* ---- a blocking call to a dependency ------------------------------------- */
@@ -501,6 +513,11 @@ uint64_t service_stop(struct service *s)
 	for (uint32_t i = 0; i < s->p.cfg->workers; i++)
 		if (s->w[i].started)
 			pthread_join(s->w[i].thread, NULL);
+	/* Every order offered leaves a record: one still queued when a run is
+	 * stopped had failed if its caller had given up already, and is open
+	 * otherwise. */
+	for (struct order o; aq_take_left(&s->q, &o);)
+		record(s, &o, bh_now_ns() >= o.deadline_ns ? OUT_EXPIRED : OUT_SHUTDOWN);
 	for (int d = 0; d < NDEPS; d++)
 		bh_destroy(s->bh[d]); /* every holder and waiter has returned */
 	refused = atomic_load_explicit(&s->refused_releases, memory_order_relaxed);

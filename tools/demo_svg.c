@@ -1,10 +1,10 @@
 /* The summary as a chart: three panels over the run's seconds, both runs
  * overlaid, the fault window shaded. Plain SVG 1.1, no scripts, no fonts
  * beyond sans-serif, so any browser or image viewer shows it. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "demo.h"
 
 #define W 760
@@ -116,18 +116,13 @@ static void series(FILE *f, const struct panel *p, const struct run_report *rr, 
 		fprintf(f, "'/>\n");
 }
 
-/* A new SVG document of w x h on a white page; NULL (errno set) on failure. */
-FILE *svg_open(const char *path, int w, int h)
+void svg_begin(FILE *f, int w, int h)
 {
-	FILE *f = fopen(path, "w");
-
-	if (f)
-		fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n"
-			   "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
-			   "viewBox='0 0 %d %d' font-family='sans-serif'>\n"
-			   "<rect width='100%%' height='100%%' fill='white'/>\n",
-			w, h, w, h);
-	return f;
+	fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n"
+		   "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
+		   "viewBox='0 0 %d %d' font-family='sans-serif'>\n"
+		   "<rect width='100%%' height='100%%' fill='white'/>\n",
+		w, h, w, h);
 }
 
 static void legend(FILE *f, const struct demo_config *cfg)
@@ -148,7 +143,7 @@ static void legend(FILE *f, const struct demo_config *cfg)
 		LEFT + 250, LEFT + 274, color[1], LEFT + 280);
 }
 
-/* The summary's headline, under the chart. */
+/* The summary's headline, under the chart; a stopped run says so. */
 static void footer(FILE *f, const struct run_report *without, const struct run_report *with)
 {
 	const struct run_report *runs[2] = { without, with };
@@ -157,17 +152,21 @@ static void footer(FILE *f, const struct run_report *without, const struct run_r
 
 	for (int r = 0; r < 2; r++) {
 		const struct phase_stats *inv, *pay;
+		char ok[16], fast[16], note[96] = "";
 
 		if (!runs[r])
 			continue;
 		inv = &runs[r]->ph[DEP_INV][PH_FAULT];
 		pay = &runs[r]->ph[DEP_PAY][PH_FAULT];
+		if (!runs[r]->complete)
+			snprintf(note, sizeof(note), " (INTERRUPTED at %.2f s)",
+				 runs[r]->stopped_s);
 		fprintf(f, "<text x='%d' y='%d' font-size='12' fill='%s'>%s, in the fault: "
-			   "inventory %.1f%% succeeded, p99 %.0f ms; payment failed fast "
-			   "(&lt; 50 ms): %.0f%%</text>\n",
-			LEFT, y, color[r], name[r], inv->n ? 100.0 * inv->ok / inv->n : 0.0,
+			   "inventory %s succeeded, p99 %.0f ms; payment failed fast "
+			   "(&lt; 50 ms): %s%s</text>\n",
+			LEFT, y, color[r], name[r], cli_fmt_share(inv->ok, inv->n, ok, sizeof(ok)),
 			inv->p99_s * 1e3,
-			pay->n > pay->ok ? 100.0 * pay->fast_fail / (pay->n - pay->ok) : 0.0);
+			cli_fmt_share(pay->fast_fail, pay->n - pay->ok, fast, sizeof(fast)), note);
 		y += 18;
 	}
 }
@@ -205,8 +204,8 @@ static void compartment(FILE *f, const struct panel *p, const struct run_report 
 		LEFT + 6, y - 5, color[1], with->conc[DEP_PAY], with->queue[DEP_PAY]);
 }
 
-int svg_write(const char *path, const struct run_report *without, const struct run_report *with,
-	      const struct demo_config *cfg)
+void svg_write(FILE *f, const struct run_report *without, const struct run_report *with,
+	       const struct demo_config *cfg)
 {
 	const struct run_report *runs[2] = { without, with };
 	double w = cfg->workers;
@@ -217,10 +216,7 @@ int svg_write(const char *path, const struct run_report *without, const struct r
 		{ 2, "order-service workers held by payment", 0, w * 1.04, false,
 		  { 0, round(w / 4), round(w / 2), round(3 * w / 4), w }, v_pay_held },
 	};
-	FILE *f = svg_open(path, W, H);
-
-	if (!f)
-		return -errno;
+	svg_begin(f, W, H);
 	legend(f, cfg);
 	for (int i = 0; i < NPANELS; i++) {
 		frame(f, &panels[i], cfg);
@@ -233,5 +229,4 @@ int svg_write(const char *path, const struct run_report *without, const struct r
 	}
 	footer(f, without, with);
 	fprintf(f, "</svg>\n");
-	return fclose(f) ? -errno : 0;
 }

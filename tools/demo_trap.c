@@ -50,14 +50,14 @@ static void print_intro(const struct demo_config *c)
 {
 	char a[32], b[32], t[32];
 
-	printf("bulkhead-demo: the async trap (seed 000, mistake #5), for real over loopback\n");
+	printf("bulkhead-demo: the async trap, for real over loopback: does the permit\n"
+	       "  follow the call, or the caller's patience?\n");
 	printf("  one io_uring event loop calls payment %g times a second, through a bulkhead\n"
 	       "  of %u permits (no queue: a full bulkhead rejects at once)\n",
 	       c->rate, c->conc[DEP_PAY]);
 	printf("  payment answers in ~%s; from %g s to %g s of each %g s run, in ~%s\n",
-	       cli_fmt_duration(c->latency_s[DEP_PAY], a, 32), c->fault_at_s,
-	       c->fault_at_s + c->fault_for_s, c->duration_s,
-	       cli_fmt_duration(c->fault_latency_s, b, 32));
+	       cli_fmt_duration(c->latency_s[DEP_PAY], a, 32), c->fault_at_s, fault_end_s(c),
+	       c->duration_s, cli_fmt_duration(c->fault_latency_s, b, 32));
 	printf("  each caller stops waiting after %s; the call itself goes on in the kernel\n",
 	       cli_fmt_duration(c->timeout_s[DEP_PAY], t, 32));
 	printf("    naive:   gives its permit back then\n");
@@ -121,8 +121,7 @@ static void set_fault(const struct demo_config *c, struct backend *pay, bool on)
 static int drive(const struct demo_config *c, struct backend *pay, struct trap_caller *caller,
 		 const struct trap_run *run, uint64_t t0)
 {
-	uint64_t edge[2] = { t0 + sec_to_ns(c->fault_at_s),
-			     t0 + sec_to_ns(c->fault_at_s + c->fault_for_s) };
+	uint64_t edge[2] = { t0 + sec_to_ns(c->fault_at_s), t0 + sec_to_ns(fault_end_s(c)) };
 	unsigned stage = 0;
 	uint32_t printed = 0;
 
@@ -168,13 +167,20 @@ static int run_one(const struct demo_config *c, struct backend *pay, enum trap_m
 	p.t0 = bh_now_ns();
 	r = trap_caller_start(&p, &caller);
 	if (r < 0)
-		return r;
+		goto fail;
+	run->started = true;
 	r = drive(c, pay, caller, run, p.t0);
+	run->stopped_s = (double)(bh_now_ns() - p.t0) / 1e9;
 	trap_caller_stop(caller);
 	run->backend_peak = backend_take_peak(pay);
 	set_fault(c, pay, false);
 	if (r == 0 && run->error)
 		r = run->error;
+	if (r == 0 || r == -EINTR)
+		return r;
+fail:
+	fprintf(stderr, "%s: the %s run failed: %s\n", cli_prog, trap_mode_name[mode],
+		strerror(-r));
 	return r;
 }
 
@@ -195,7 +201,7 @@ static const char *const row_label[NROWS] = {
 	"answered before the caller gave up",
 	"callers that gave up / cancels sent",
 	"calls ended by their own deadline",
-	"calls that ended after the caller left",
+	"calls ended after the caller left",
 };
 
 static uint64_t started(const struct trap_calls *k)
@@ -211,9 +217,7 @@ static void run_cells(const struct trap_run *run, char cell[NROWS][32])
 	snprintf(cell[ROW_REPORTED], 32, "%u of %u", ck->peak.reported, run->limit);
 	snprintf(cell[ROW_KERNEL], 32, "%u", ck->peak.kernel);
 	snprintf(cell[ROW_BACKEND], 32, "%u", run->backend_peak);
-	snprintf(cell[ROW_RIGHT], 32, "%.0f%% of %llu",
-		 ck->n ? 100.0 * (double)(ck->n - ck->mismatched) / (double)ck->n : 0.0,
-		 (unsigned long long)ck->n);
+	cli_fmt_share_of(ck->n - ck->mismatched, ck->n, cell[ROW_RIGHT], 32);
 	snprintf(cell[ROW_HIDDEN], 32, "%u", ck->max_hidden);
 	snprintf(cell[ROW_ADMITTED], 32, "%llu / %llu", (unsigned long long)started(k),
 		 (unsigned long long)(k->shed + k->no_start));
@@ -238,15 +242,25 @@ static void print_summary(const struct demo_config *c, const struct trap_run *na
 				snprintf(cell[m][i], 32, "(not run)");
 	printf("\nsummary: %u permits; payment slow (~%s) from %g s to %g s; callers wait %s\n",
 	       c->conc[DEP_PAY], cli_fmt_duration(c->fault_latency_s, a, 32), c->fault_at_s,
-	       c->fault_at_s + c->fault_for_s, cli_fmt_duration(c->timeout_s[DEP_PAY], b, 32));
-	printf("  %-38s %16s %16s\n", "", "naive", "tracked");
+	       fault_end_s(c), cli_fmt_duration(c->timeout_s[DEP_PAY], b, 32));
+	for (int m = 0; m < NTRAP_MODES; m++) {
+		char run[32], note[96];
+
+		if (!runs[m] || runs[m]->complete)
+			continue;
+		snprintf(run, sizeof(run), "run %d/2 (%s)", m + 1, trap_mode_name[m]);
+		printf("  INTERRUPTED: %s;\n    its column covers what ran until then\n",
+		       demo_stop_note(run, runs[m]->stopped_s, note, sizeof(note)));
+	}
+	/* 80 columns; a cell of up to 19 characters keeps a space before it */
+	printf("  %-37s%20s %20s\n", "", "naive", "tracked");
 	for (int i = 0; i < NROWS; i++)
-		printf("  %-38s %16s %16s\n", row_label[i], cell[0][i], cell[1][i]);
+		printf("  %-37s%20s %20s\n", row_label[i], cell[0][i], cell[1][i]);
 }
 
 /* ---- key=value, for scripts and the test ----------------------------------- */
 
-static void kv_run(FILE *f, const struct trap_run *run)
+static void kv_counts(FILE *f, const struct trap_run *run)
 {
 	const char *p = trap_mode_name[run->mode];
 	const struct trap_checks *ck = &run->checks;
@@ -273,43 +287,45 @@ static void kv_run(FILE *f, const struct trap_run *run)
 		fprintf(f, "%s_%s=%llu\n", p, kv[i].key, kv[i].v);
 }
 
-static int write_kv(const char *path, const struct trap_run *naive, const struct trap_run *tracked,
-		    const struct demo_config *c)
+static void kv_run(FILE *f, const struct trap_run *run)
 {
-	FILE *f = fopen(path, "w");
+	const char *p = trap_mode_name[run->mode];
 
-	if (!f)
-		return -errno;
-	fprintf(f, "scenario=async-trap\nrate=%g\nlimit=%u\nfault_at_s=%g\nfault_for_s=%g\n",
-		c->rate, c->conc[DEP_PAY], c->fault_at_s, c->fault_for_s);
+	if (!run->complete)
+		fprintf(f, "%s_stopped_s=%.3f\n", p, run->stopped_s);
+	kv_counts(f, run);
+}
+
+static void write_kv(FILE *f, const struct trap_run *naive, const struct trap_run *tracked,
+		     const struct demo_config *c)
+{
+	bool stopped = (naive && !naive->complete) || (tracked && !tracked->complete);
+
+	fprintf(f, "scenario=async-trap\nrate=%g\nlimit=%u\nfault_at_s=%g\nfault_for_s=%g\n"
+		   "interrupted=%d\n",
+		c->rate, c->conc[DEP_PAY], c->fault_at_s, c->fault_for_s, stopped);
 	if (naive)
 		kv_run(f, naive);
 	if (tracked)
 		kv_run(f, tracked);
-	return fclose(f) ? -errno : 0;
 }
 
-static int finish_outputs(const struct demo_config *c, const struct trap_run *naive,
-			  const struct trap_run *tracked)
+/* 0, or the first write error (already reported). */
+static int finish_outputs(const struct demo_config *c, struct demo_outputs *out,
+			  const struct trap_run *naive, const struct trap_run *tracked)
 {
-	const char *failed = NULL;
-	int r = 0;
+	int r, r2;
 
 	print_summary(c, naive, tracked);
-	if (c->svg_path && *c->svg_path) {
-		r = trap_svg_write(c->svg_path, naive, tracked, c);
-		if (r < 0)
-			failed = c->svg_path;
-		else
-			printf("\nchart: %s\n", c->svg_path);
-	}
-	if (r == 0 && c->kv_path) {
-		r = write_kv(c->kv_path, naive, tracked, c);
-		failed = c->kv_path;
-	}
-	if (r < 0)
-		fprintf(stderr, "%s: cannot write %s: %s\n", cli_prog, failed, strerror(-r));
-	return r;
+	if (out->svg.f)
+		trap_svg_write(out->svg.f, naive, tracked, c);
+	r = demo_output_close(&out->svg);
+	if (r == 0 && out->svg.path && *out->svg.path)
+		printf("\nchart: %s\n", out->svg.path);
+	if (out->kv.f)
+		write_kv(out->kv.f, naive, tracked, c);
+	r2 = demo_output_close(&out->kv);
+	return r < 0 ? r : r2;
 }
 
 /* ---- the scenario ------------------------------------------------------------- */
@@ -323,16 +339,26 @@ static int run_both(const struct demo_config *c, struct backend *pay, struct tra
 		if (!(c->runs & (m == TRAP_NAIVE ? RUN_WITHOUT : RUN_WITH)))
 			continue;
 		r = trap_run_init(&runs[m], (enum trap_mode)m, c);
-		if (r < 0)
+		if (r < 0) {
+			fprintf(stderr, "%s: the %s run failed: %s\n", cli_prog,
+				trap_mode_name[m], strerror(-r));
 			break;
+		}
 		ran[m] = true;
 		r = run_one(c, pay, (enum trap_mode)m, &runs[m]);
 	}
 	return r;
 }
 
-int trap_scenario(const struct demo_config *c)
+/* A run to summarise: one that started. */
+static const struct trap_run *shown(const struct trap_run runs[], const bool ran[], int m)
 {
+	return ran[m] && runs[m].started ? &runs[m] : NULL;
+}
+
+int trap_scenario(const struct demo_config *c, struct demo_outputs *out)
+{
+	int w;
 	struct trap_run runs[NTRAP_MODES];
 	bool ran[NTRAP_MODES] = { false, false };
 	struct backend pay;
@@ -347,8 +373,11 @@ int trap_scenario(const struct demo_config *c)
 	print_intro(c);
 	r = run_both(c, &pay, runs, ran);
 	backend_stop(&pay);
-	if (r == 0)
-		r = finish_outputs(c, ran[0] ? &runs[0] : NULL, ran[1] ? &runs[1] : NULL);
+	if (r == 0 || r == -EINTR) {
+		w = finish_outputs(c, out, shown(runs, ran, 0), shown(runs, ran, 1));
+		if (r == 0)
+			r = w;
+	}
 	for (int m = 0; m < NTRAP_MODES; m++)
 		if (ran[m])
 			trap_run_free(&runs[m]);

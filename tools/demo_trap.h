@@ -1,10 +1,13 @@
-/* bulkhead-demo --scenario async-trap: the seeds' async trap (seed 000,
- * mistake #5) with a real io_uring caller.
+/* bulkhead-demo --scenario async-trap: the async trap with a real io_uring
+ * caller. A caller that stops waiting (a timeout on the future it holds)
+ * has not stopped the call it made; if the permit goes back then, the
+ * bulkhead counts less than is really in flight.
  *
  *   event loop (one thread, one ring) --CONNECT, SEND, RECV--> payment
  *   permits: a bulkhead, no queue                              (loopback)
  *
- * Each call's caller stops waiting after its timeout (the seed's orTimeout).
+ * Each call's caller stops waiting after its timeout (as Java's orTimeout
+ * ends the wait on a CompletableFuture, not the work behind it).
  * naive gives the permit back right then, though the call is still in the
  * kernel; tracked lets the io_uring tracker give it back at the call's final
  * CQE (bh_uring_track), with a linked timeout as the call's own, shorter
@@ -76,7 +79,9 @@ struct trap_run {
 	struct trap_checks checks;
 	uint32_t backend_peak;     /* the backend's own, exact */
 	uint32_t samples_mismatched;
+	bool started;              /* the caller ran: the run has something to show */
 	bool complete;
+	double stopped_s;          /* when started && !complete: seconds into the run */
 	int error;                 /* of the caller thread, as -errno */
 };
 
@@ -107,10 +112,11 @@ void trap_caller_stop(struct trap_caller *c);
 
 /* ---- the scenario (demo_trap.c) and its chart (demo_trap_svg.c) -------- */
 
-/* Both runs, lines, summary, chart. 0, -EINTR (a stop signal) or -errno. */
-int trap_scenario(const struct demo_config *cfg);
+/* Both runs, lines, summary, chart (of what ran, when a stop signal
+ * came). 0, -EINTR (a stop signal) or -errno, already reported. */
+int trap_scenario(const struct demo_config *cfg, struct demo_outputs *out);
 
-int trap_svg_write(const char *path, const struct trap_run *naive, const struct trap_run *tracked,
-		   const struct demo_config *cfg);
+void trap_svg_write(FILE *f, const struct trap_run *naive, const struct trap_run *tracked,
+		    const struct demo_config *cfg);
 
 #endif /* BH_TOOLS_DEMO_TRAP_H */

@@ -4,7 +4,7 @@
  *
  * The two runs differ only in who gives the permit back (struct mode):
  * naive, the caller, when it stops waiting or hears the answer, whichever
- * comes first (the seed's whenComplete on the orTimeout future); tracked,
+ * comes first (a whenComplete on a future ended by orTimeout); tracked,
  * the tracker, at the call's final CQE. Everything else - load, sockets,
  * counting - is shared, and the loop keeps its own count of the calls in
  * the kernel, comparing it with the bulkhead's in_flight after every round
@@ -277,7 +277,7 @@ static int naive_start(struct trap_caller *c, struct call *call, uint64_t arriva
 	struct io_uring_sqe *s[CHAIN];
 	int r = bh_try_acquire(c->bh, 1);
 
-	(void)arrival_ns; /* no deadline of its own: the seed's mistake */
+	(void)arrival_ns; /* no deadline of its own: the trap */
 	if (r < 0)
 		return r;
 	call->holds_permit = true;
@@ -295,7 +295,7 @@ static int naive_start(struct trap_caller *c, struct call *call, uint64_t arriva
 	return 0;
 }
 
-/* Mistake #5: the caller stopped waiting, so the permit goes back - while
+/* The trap: the caller stopped waiting, so the permit goes back - while
  * the RECV is still in the kernel and payment still serves the request. */
 static void naive_gave_up(struct trap_caller *c, struct call *call)
 {

@@ -1,10 +1,10 @@
 /* The async trap as a chart: one panel per run, on one scale, with what the
  * bulkhead reports and what is really in flight every 100 ms, the limit
  * dashed and the fault shaded. Plain SVG 1.1, like demo_svg.c. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "demo_trap.h"
 
 #define W 800
@@ -142,22 +142,25 @@ static void footer(FILE *f, const struct trap_run *runs[])
 
 	for (int m = 0; m < NTRAP_MODES; m++, y += 18) {
 		const struct trap_checks *ck;
+		char right[16], note[48] = "";
 
 		if (!runs[m])
 			continue;
 		ck = &runs[m]->checks;
+		if (!runs[m]->complete)
+			snprintf(note, sizeof(note), " (INTERRUPTED at %.2f s)", runs[m]->stopped_s);
 		fprintf(f, "<text x='%d' y='%d' font-size='12'>%s: the bulkhead said at most %u; "
-			   "really up to %u in the kernel, %u at payment; right at %.0f%% of %llu "
-			   "checks</text>\n",
+			   "really up to %u in the kernel, %u at payment; right at %llu of %llu "
+			   "checks (%s)%s</text>\n",
 			LEFT, y, trap_mode_name[m], ck->peak.reported, ck->peak.kernel,
-			runs[m]->backend_peak,
-			ck->n ? 100.0 * (double)(ck->n - ck->mismatched) / (double)ck->n : 0.0,
-			(unsigned long long)ck->n);
+			runs[m]->backend_peak, (unsigned long long)(ck->n - ck->mismatched),
+			(unsigned long long)ck->n,
+			cli_fmt_share(ck->n - ck->mismatched, ck->n, right, sizeof(right)), note);
 	}
 }
 
-int trap_svg_write(const char *path, const struct trap_run *naive, const struct trap_run *tracked,
-		   const struct demo_config *cfg)
+void trap_svg_write(FILE *f, const struct trap_run *naive, const struct trap_run *tracked,
+		    const struct demo_config *cfg)
 {
 	static const char *const title[NTRAP_MODES] = {
 		"naive: the permit goes back when the caller stops waiting",
@@ -166,10 +169,7 @@ int trap_svg_write(const char *path, const struct trap_run *naive, const struct 
 	const struct trap_run *runs[NTRAP_MODES] = { naive, tracked };
 	struct frame fr = { .duration_s = cfg->duration_s,
 			    .ymax = y_top(runs, cfg->conc[DEP_PAY]) };
-	FILE *f = svg_open(path, W, H);
-
-	if (!f)
-		return -errno;
+	svg_begin(f, W, H);
 	legend(f, cfg);
 	for (int m = 0; m < NTRAP_MODES; m++) {
 		fr.top = TOP + m * (PANEL_H + GAP);
@@ -182,5 +182,4 @@ int trap_svg_write(const char *path, const struct trap_run *naive, const struct 
 	}
 	footer(f, runs);
 	fprintf(f, "</svg>\n");
-	return fclose(f) ? -errno : 0;
 }

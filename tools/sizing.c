@@ -34,21 +34,45 @@ double bhs_queue_over_qps(uint32_t queue, double qps)
 	return queue / qps;
 }
 
-uint32_t bhs_queue_fitting(double timeout_s, uint32_t concurrency, double mean_s)
+static uint32_t clamp_u32(double x)
 {
-	double k = floor(timeout_s * concurrency / mean_s + 1e-9);
-
-	return k >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+	return x >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)x;
 }
 
-uint32_t bhs_queue_recommend(double qps, double mean_s, double timeout_s, uint32_t c)
+uint32_t bhs_queue_fitting(double timeout_s, uint32_t concurrency, double mean_s)
 {
-	uint32_t k = bhs_queue_rule(c), fit = bhs_queue_fitting(timeout_s, c, mean_s);
-	double by_qps = floor(timeout_s * qps + 1e-9);
+	return clamp_u32(floor(timeout_s * concurrency / mean_s + 1e-9));
+}
 
-	if (by_qps < fit)
-		fit = by_qps >= UINT32_MAX ? UINT32_MAX : (uint32_t)by_qps;
-	return k < fit ? k : fit;
+/* Apply one bound below the rule; equal to the current one, it takes over
+ * the blame (the caller applies the hardest bound last). */
+static void tighten(uint32_t *k, enum bhs_queue_bound *why, uint32_t rule, uint32_t bound,
+		    enum bhs_queue_bound which)
+{
+	if (bound < rule && bound <= *k) {
+		*k = bound;
+		*why = which;
+	}
+}
+
+uint32_t bhs_queue_recommend(double qps, double mean_s, double timeout_s, uint32_t c,
+			     uint32_t threads, enum bhs_queue_bound *bound)
+{
+	uint32_t rule = bhs_queue_rule(c), k = rule;
+	enum bhs_queue_bound why = BHS_QUEUE_RULE;
+
+	tighten(&k, &why, rule, bhs_queue_fitting(timeout_s, c, mean_s), BHS_QUEUE_WAIT);
+	tighten(&k, &why, rule, clamp_u32(floor(timeout_s * qps + 1e-9)), BHS_QUEUE_DRAIN);
+	if (threads)
+		tighten(&k, &why, rule, threads > c ? threads - c : 0, BHS_QUEUE_THREADS);
+	if (bound)
+		*bound = why;
+	return k;
+}
+
+bool bhs_fault_exceeds_p99(double fault_s, double p99_s)
+{
+	return fault_s > p99_s;
 }
 
 /* ---- M/M/c/K ------------------------------------------------------------ */

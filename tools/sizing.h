@@ -1,42 +1,64 @@
-/* Sizing a bulkhead: the rules of thumb of the seeds (Little's law with a
- * P99 and a safety factor), the checks they imply, and an M/M/c/K queueing
- * model that says what the chosen sizes buy. Pure functions, no I/O: the
- * bulkhead-size command and the demo print, the tests check the numbers.
+/* Sizing a bulkhead: the usual rules of thumb of service isolation
+ * (Little's law on the P99 with a safety factor, a queue of twice the
+ * permits that a caller's timeout can absorb), the checks they imply, and
+ * an M/M/c/K queueing model that says what the chosen sizes buy. Pure
+ * functions, no I/O: the bulkhead-size command and the demo print, the
+ * tests check the numbers. docs/sizing.md derives each rule.
  *
  * Units: seconds and calls per second throughout. */
 #ifndef BH_TOOLS_SIZING_H
 #define BH_TOOLS_SIZING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-/* max_concurrent before rounding: peak QPS x P99 x safety factor
- * (seed 002 section 2.3; 160 x 0.03 x 1.3 = 6.24). */
+/* max_concurrent before rounding: peak QPS x P99 x safety factor, Little's
+ * law applied to the tail (160/s x 0.03 s x 1.3 = 6.24). */
 double bhs_concurrency_raw(double qps, double p99_s, double safety);
 
 /* Round a size up, forgiving the last bits of floating-point noise, so that
  * 50 x 0.2 x 1.3 gives 13 and not 14. At least 1. */
 uint32_t bhs_round_up(double x);
 
-/* The rule of thumb for the queue: twice max_concurrent (seed 002). */
+/* The rule of thumb for the queue: twice max_concurrent. */
 uint32_t bhs_queue_rule(uint32_t concurrency);
 
 /* Expected wait of the last of `queue` waiters: they leave the queue as
- * `concurrency` permits turn over once per mean service time (seed 000:
- * 32 / 16 x 100 ms = 200 ms). */
+ * `concurrency` permits turn over once per mean service time
+ * (32 waiters / 16 permits x 100 ms = 200 ms). */
 double bhs_worst_queue_wait(uint32_t queue, uint32_t concurrency, double mean_s);
 
-/* Seed 002's check: a full queue drained at the arrival rate, queue / QPS
- * (16 / 160 = 100 ms); it must not exceed the caller's timeout. */
+/* A full queue drained at the arrival rate, queue / QPS (16 / 160/s =
+ * 100 ms); the usual rule is that it must not exceed the caller's timeout. */
 double bhs_queue_over_qps(uint32_t queue, double qps);
 
-/* The queue bulkhead-size recommends for c permits: twice c, cut to what
- * the timeout can use by both checks above (a waiter who cannot be served
- * before its caller gives up only holds the caller longer). */
-uint32_t bhs_queue_recommend(double qps, double mean_s, double timeout_s, uint32_t c);
+/* What bounds a recommended queue. */
+enum bhs_queue_bound {
+	BHS_QUEUE_RULE,    /* nothing cut it: 2 x max_concurrent */
+	BHS_QUEUE_DRAIN,   /* a longer one, drained at the arrival rate, outlasts the timeout */
+	BHS_QUEUE_WAIT,    /* its last waiter, served by the permits, would wait past it */
+	BHS_QUEUE_THREADS, /* queued callers hold threads: permits + queue <= threads */
+};
+
+/* The queue recommended for c permits: twice c, cut to what the timeout
+ * can use by both checks above (a waiter who cannot be served before its
+ * caller gives up only holds the caller longer) and, when threads is not 0,
+ * to threads - c (each queued caller blocks a thread, and the dependency
+ * may hold at most `threads`). *bound, when not NULL, says which of these
+ * set the result: the smallest; on a tie the hard limit (threads) first,
+ * then the drain, then the wait. */
+uint32_t bhs_queue_recommend(double qps, double mean_s, double timeout_s, uint32_t c,
+			     uint32_t threads, enum bhs_queue_bound *bound);
 
 /* The longest queue whose last waiter still expects to be served within
  * timeout_s (inverts bhs_worst_queue_wait). */
 uint32_t bhs_queue_fitting(double timeout_s, uint32_t concurrency, double mean_s);
+
+/* Whether a fault latency is a slowdown past the P99 the permits are sized
+ * for (strictly above it). A "fault" at or below the P99 is latency the
+ * bulkhead already carries; bulkhead-size and bulkhead-demo both refuse it
+ * (cli_check_fault). */
+bool bhs_fault_exceeds_p99(double fault_s, double p99_s);
 
 /*
  * M/M/c/K: Poisson arrivals at lambda, exponential service with mean
