@@ -7,7 +7,11 @@
 #   - every page a SEE ALSO names exists, when it is one of ours (bh_*,
 #     bulkhead*); system pages are only looked up when man(1) can;
 #   - every page is installed (listed in dist_man_MANS, passed as BH_MANS);
-#   - groff finds nothing to warn about, when groff is installed.
+#   - groff finds nothing to warn about, when groff is installed;
+#   - no words run together: an alternating-font macro (.BR, .IR, ...)
+#     joins its arguments without spaces, so one given a sentence prints
+#     "name.Withoutdone,the..."; the macro lines are linted, and the page is
+#     rendered (when groff is installed) and searched for glued words.
 # Run by tests/test_manpages, which make generates with BH_MANS set. It
 # first checks a made-up tree with known faults, to prove it can fail.
 fails=0
@@ -77,6 +81,55 @@ references() {
 		grep -o '[A-Za-z_][A-Za-z0-9_.-]*([0-9][a-z]*)'
 }
 
+# Lines of page $1 where an alternating-font macro glues two words: an
+# argument ending in a letter, digit, ')' or punctuation followed by one
+# starting with a letter ('.BR bh_x . Next' prints "bh_x.Next"). Quoted
+# arguments count as one; font escapes are ignored.
+glued_arguments() {
+	awk '
+	function next_arg(   a, c) {
+		sub(/^[ \t]+/, "", rest)
+		a = ""
+		if (substr(rest, 1, 1) == "\"") {
+			rest = substr(rest, 2)
+			while (rest != "") {
+				c = substr(rest, 1, 1)
+				if (c == "\"" && substr(rest, 2, 1) == "\"") { a = a c; rest = substr(rest, 3); continue }
+				rest = substr(rest, 2)
+				if (c == "\"") break
+				a = a c
+			}
+			return a
+		}
+		while (rest != "" && (c = substr(rest, 1, 1)) != " " && c != "\t") {
+			n = (c == "\\") ? 2 : 1
+			a = a substr(rest, 1, n); rest = substr(rest, n + 1)
+		}
+		return a
+	}
+	/^\.(BR|BI|IB|IR|RB|RI)([ \t]|$)/ {
+		rest = substr($0, 4); prev = ""; first = 1
+		while (rest ~ /[^ \t]/) {
+			arg = next_arg(); plain = arg
+			gsub(/\\f[BIRP]/, "", plain)
+			if (!first && prev ~ /[A-Za-z0-9.,;:!?)]$/ && plain ~ /^[A-Za-z]/) {
+				printf "line %d: %s glues \"%s\" to \"%s\"\n", FNR, substr($0, 1, 3), prev, plain
+				next
+			}
+			prev = plain; first = 0
+		}
+	}' "$1"
+}
+
+# Words that page $1 renders run together: lower-case text with a comma,
+# semicolon, colon or '!?' and no space after it, or a full stop followed
+# by a capitalised word. Rendered wide and unhyphenated, so a run is one
+# token; tokens with a '"' (JSON, quoted strings) are skipped.
+glued_words() {
+	groff -man -Tutf8 -rLL=1000n -rHY=0 -P-cbou "$1" 2>/dev/null | tr -s ' \t' '\n\n' |
+		grep -v '"' | grep -E '[a-z)][,;:!?][A-Za-z(]|[a-z][a-z]\.[A-Z][a-z]' | head -n 3 | tr '\n' ' '
+}
+
 ours() {
 	case $1 in bh_* | bulkhead*) return 0 ;; *) return 1 ;; esac
 }
@@ -135,14 +188,18 @@ check_pages() {
 		if command -v groff >/dev/null 2>&1; then
 			warn=$(groff -man -ww -z "$page" 2>&1)
 			[ -z "$warn" ] || fail "$base: groff: $warn"
+			run=$(glued_words "$page")
+			[ -z "$run" ] || fail "$base: renders words without spaces: $run"
 		fi
+		glued=$(glued_arguments "$page")
+		[ -z "$glued" ] || fail "$base: $glued (quote the phrase, or use .B/.I for running text)"
 	done
 }
 
 # A made-up tree: two pages missing (a declaration split over lines with a
 # function-pointer parameter, one with an attribute before its type), one
-# dangling SEE ALSO, and BH_API in a comment and in a multi-line macro
-# (neither is a declaration).
+# dangling SEE ALSO, a sentence given to .BR (its words print glued), and
+# BH_API in a comment and in a multi-line macro (neither is a declaration).
 fixture() {
 	t=$1
 	mkdir -p "$t/include/bulkhead" "$t/docs/man"
@@ -166,6 +223,8 @@ bh_documented \- x
 .SH SYNOPSIS
 .BI "int bh_documented(int " n );
 .SH DESCRIPTION
+Its type is
+.BR bh_documented_fn . Without \fIn\fP, the call fails.
 .SH RETURN VALUE
 .SH ERRORS
 .SH NOTES
@@ -189,6 +248,10 @@ expect_fault() {
 expect_fault "bh_split_decl is exported but has no page"
 expect_fault "bh_attributed is exported but has no page"
 expect_fault "SEE ALSO bh_missing(3), but docs/man/bh_missing.3 does not exist"
+expect_fault 'line 8: .BR glues "." to "Without"'
+if command -v groff >/dev/null 2>&1; then
+	expect_fault "renders words without spaces: bh_documented_fn.Withoutn,thecallfails."
+fi
 for f in bh_not_a_function bh_in_a_comment __attribute__; do
 	! grep -q "$f" "$tmp/out" || { echo "the check took $f for a declaration"; exit 1; }
 done
