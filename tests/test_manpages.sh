@@ -6,7 +6,10 @@
 #     reader looks for;
 #   - every page a SEE ALSO names exists, when it is one of ours (bh_*,
 #     bulkhead*); system pages are only looked up when man(1) can;
-#   - every page is installed (listed in dist_man_MANS, passed as BH_MANS);
+#   - every page is installed (its built copy man/NAME.S is in man_MANS,
+#     passed as BH_MANS), and every built page carries the version and date
+#     configure set (BH_VERSION, BH_MAN_DATE) in its .TH line, while the
+#     source leaves them to the build (.TH NAME S "" libbulkhead ...);
 #   - groff finds nothing to warn about, when groff is installed;
 #   - no words run together: an alternating-font macro (.BR, .IR, ...)
 #     joins its arguments without spaces, so one given a sentence prints
@@ -134,6 +137,14 @@ ours() {
 	case $1 in bh_* | bulkhead*) return 0 ;; *) return 1 ;; esac
 }
 
+# The page make built from a source, which make install installs: the
+# version and date of this build in its .TH line.
+check_built() {
+	want="$(grep -m 1 '^\.TH' "$page" | awk '{ print $1, $2, $3 }') $BH_MAN_DATE \"libbulkhead $BH_VERSION\" \"libbulkhead Manual\""
+	got=$(grep -m 1 '^\.TH' "$1" 2>/dev/null)
+	[ "$got" = "$want" ] || fail "built $base: .TH is '$got', want '$want'"
+}
+
 # check_tree SRC: count the faults of the tree at SRC in $fails.
 check_tree() {
 	src=$1
@@ -160,6 +171,8 @@ check_pages() {
 		th=$(grep -m 1 '^\.TH' "$page" | awk '{ print $2, $3 }' | sed 's/\\-/-/g')
 		upper=$(echo "$name" | tr '[:lower:]' '[:upper:]')
 		[ "$th" = "$upper $sec" ] || fail "$base: .TH says '$th', want '$upper $sec'"
+		grep -m 1 '^\.TH' "$page" | grep -q '^\.TH [^ ]* [^ ]* "" libbulkhead "libbulkhead Manual"$' ||
+			fail "$base: .TH must leave date and version to the build: .TH $upper $sec \"\" libbulkhead \"libbulkhead Manual\""
 		required="NAME SYNOPSIS DESCRIPTION SEE_ALSO"
 		[ "$sec" = 3 ] && required="NAME SYNOPSIS DESCRIPTION RETURN_VALUE ERRORS NOTES SEE_ALSO"
 		for s in $required; do
@@ -181,8 +194,8 @@ check_pages() {
 		done
 		if [ -n "${BH_MANS+set}" ]; then
 			case " $BH_MANS " in
-			*" docs/man/$base "*) ;;
-			*) fail "$base is not in dist_man_MANS: make install would skip it" ;;
+			*" man/$base "*) check_built "$BH_MAN_BUILT/$base" ;;
+			*) fail "$base is not in BH_MAN_PAGES: make install would skip it" ;;
 			esac
 		fi
 		if command -v groff >/dev/null 2>&1; then
@@ -198,11 +211,27 @@ check_pages() {
 
 # A made-up tree: two pages missing (a declaration split over lines with a
 # function-pointer parameter, one with an attribute before its type), one
-# dangling SEE ALSO, a sentence given to .BR (its words print glued), and
-# BH_API in a comment and in a multi-line macro (neither is a declaration).
+# dangling SEE ALSO, a sentence given to .BR (its words print glued), a
+# source page with its own version, a built page with a stale one, a page
+# not installed, and BH_API in a comment and in a multi-line macro (neither
+# is a declaration).
 fixture() {
 	t=$1
-	mkdir -p "$t/include/bulkhead" "$t/docs/man"
+	mkdir -p "$t/include/bulkhead" "$t/docs/man" "$t/man"
+	cat >"$t/docs/man/bulkhead.7" <<'P'
+.TH BULKHEAD 7 "" libbulkhead "libbulkhead Manual"
+.SH NAME
+bulkhead \- x
+.SH SYNOPSIS
+.SH DESCRIPTION
+.SH SEE ALSO
+.BR bh_documented (3)
+P
+	sed 's/^\.TH .*/.TH BULKHEAD 7 2030-01-01 "libbulkhead 9.9.9" "libbulkhead Manual"/' \
+		"$t/docs/man/bulkhead.7" >"$t/man/bulkhead.7"
+	cat >"$t/docs/man/bh_orphan.3" <<'P'
+.TH BH_ORPHAN 3 "" libbulkhead "libbulkhead Manual"
+P
 	cat >"$t/include/bulkhead.h" <<'H'
 #define BH_API __attribute__((visibility("default")))
 #define BH_TWICE(x) \
@@ -232,13 +261,16 @@ Its type is
 .BR bh_missing (3),
 .BR bh_documented (3)
 P
+	sed 's/^\.TH .*/.TH BH_DOCUMENTED 3 2030-01-01 "libbulkhead 0.1" "libbulkhead Manual"/' \
+		"$t/docs/man/bh_documented.3" >"$t/man/bh_documented.3"
 }
 
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fixture "$tmp"
 (
-	BH_MANS="docs/man/bh_documented.3"
+	BH_MANS="man/bh_documented.3 man/bulkhead.7" BH_MAN_BUILT="$tmp/man"
+	BH_VERSION=9.9.9 BH_MAN_DATE=2030-01-01
 	check_tree "$tmp"
 	echo "faults: $fails"
 ) >"$tmp/out"
@@ -249,6 +281,12 @@ expect_fault "bh_split_decl is exported but has no page"
 expect_fault "bh_attributed is exported but has no page"
 expect_fault "SEE ALSO bh_missing(3), but docs/man/bh_missing.3 does not exist"
 expect_fault 'line 8: .BR glues "." to "Without"'
+expect_fault 'bh_documented.3: .TH must leave date and version to the build'
+expect_fault 'built bh_documented.3: .TH is .* "libbulkhead 0.1" .*, want .* "libbulkhead 9.9.9"'
+expect_fault "bh_orphan.3 is not in BH_MAN_PAGES"
+for ok in "bulkhead.7: .TH" "built bulkhead.7" "bh_documented.3 is not in"; do
+	! grep -q "$ok" "$tmp/out" || { echo "the check wrongly reported: $ok"; cat "$tmp/out"; exit 1; }
+done
 if command -v groff >/dev/null 2>&1; then
 	expect_fault "renders words without spaces: bh_documented_fn.Withoutn,thecallfails."
 fi
@@ -258,4 +296,5 @@ done
 
 check_tree "${top_srcdir:-.}"
 [ "$fails" -eq 0 ] || exit 1
-echo "ok: $(echo "$funcs" | wc -w) exported functions, each with its page; every SEE ALSO resolves"
+echo "ok: $(echo "$funcs" | wc -w) exported functions, each with its page; every SEE ALSO resolves;" \
+	"every installed page says libbulkhead $BH_VERSION"
