@@ -207,14 +207,31 @@ check_pages() {
 		glued=$(glued_arguments "$page")
 		[ -z "$glued" ] || fail "$base: $glued (quote the phrase, or use .B/.I for running text)"
 	done
+	check_overview
+}
+
+# The overview leads to every function and command page: each is named,
+# as name(section), somewhere in bulkhead(7).
+check_overview() {
+	[ -f "$man/bulkhead.7" ] || { fail "no overview docs/man/bulkhead.7"; return; }
+	named=" $(references <"$man/bulkhead.7" | tr '\n' ' ') "
+	for page in "$man"/*.[13]; do
+		[ -f "$page" ] || continue
+		base=$(basename "$page")
+		ref="${base%.*}(${base##*.})"
+		case $named in
+		*" $ref "*) ;;
+		*) fail "$base is not reachable from bulkhead(7): name $ref there" ;;
+		esac
+	done
 }
 
 # A made-up tree: two pages missing (a declaration split over lines with a
 # function-pointer parameter, one with an attribute before its type), one
 # dangling SEE ALSO, a sentence given to .BR (its words print glued), a
 # source page with its own version, a built page with a stale one, a page
-# not installed, and BH_API in a comment and in a multi-line macro (neither
-# is a declaration).
+# neither installed nor named by bulkhead(7), and BH_API in a comment and
+# in a multi-line macro (neither is a declaration).
 fixture() {
 	t=$1
 	mkdir -p "$t/include/bulkhead" "$t/docs/man" "$t/man"
@@ -284,7 +301,8 @@ expect_fault 'line 8: .BR glues "." to "Without"'
 expect_fault 'bh_documented.3: .TH must leave date and version to the build'
 expect_fault 'built bh_documented.3: .TH is .* "libbulkhead 0.1" .*, want .* "libbulkhead 9.9.9"'
 expect_fault "bh_orphan.3 is not in BH_MAN_PAGES"
-for ok in "bulkhead.7: .TH" "built bulkhead.7" "bh_documented.3 is not in"; do
+expect_fault "bh_orphan.3 is not reachable from bulkhead(7)"
+for ok in "bulkhead.7: .TH" "built bulkhead.7" "bh_documented.3 is not reachable" "bh_documented.3 is not in"; do
 	! grep -q "$ok" "$tmp/out" || { echo "the check wrongly reported: $ok"; cat "$tmp/out"; exit 1; }
 done
 if command -v groff >/dev/null 2>&1; then
@@ -297,4 +315,4 @@ done
 check_tree "${top_srcdir:-.}"
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: $(echo "$funcs" | wc -w) exported functions, each with its page; every SEE ALSO resolves;" \
-	"every installed page says libbulkhead $BH_VERSION"
+	"bulkhead(7) names every page; every installed page says libbulkhead $BH_VERSION"
