@@ -1,5 +1,6 @@
-# Design notes and man pages.
-EXTRA_DIST += docs/design.md docs/sizing.md
+# Design notes, installed next to the man pages that point to them (in
+# $(docdir), share/doc/libbulkhead under the prefix), and man pages.
+dist_doc_DATA = docs/design.md docs/sizing.md docs/pool.md docs/uring.md
 
 # One page per public function of the core, the overview bulkhead(7), and
 # the commands. Areas with their own headers add their pages to
@@ -49,3 +50,21 @@ tests/test_manpages: $(srcdir)/tests/test_manpages.sh Makefile $(man_MANS)
 		echo 'BH_VERSION="$(VERSION)" BH_MAN_DATE="$(BH_MAN_DATE)"; export BH_VERSION BH_MAN_DATE'; \
 		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_manpages.sh" "$$@"'; \
 	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# make install, into a temporary DESTDIR, installs the commands, the pages
+# and the documents; this wrapper gives the check the install directories.
+TESTS += tests/test_install
+check_SCRIPTS += tests/test_install
+CLEANFILES += tests/test_install
+EXTRA_DIST += tests/test_install.sh
+tests/test_install: $(srcdir)/tests/test_install.sh Makefile
+	$(AM_V_GEN)$(MKDIR_P) tests && { \
+		echo '#!/bin/sh'; \
+		echo 'MAKE="$(MAKE)" VERSION="$(VERSION)"; export MAKE VERSION'; \
+		echo 'bindir="$(bindir)" libdir="$(libdir)" includedir="$(includedir)"'; \
+		echo 'mandir="$(mandir)" docdir="$(docdir)"'; \
+		echo 'top_srcdir="$(abs_top_srcdir)" top_builddir="$(abs_top_builddir)"'; \
+		echo 'export bindir libdir includedir mandir docdir top_srcdir top_builddir'; \
+		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_install.sh" "$$@"'; \
+	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
