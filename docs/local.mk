@@ -68,3 +68,6 @@ tests/test_install: $(srcdir)/tests/test_install.sh Makefile
 		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_install.sh" "$$@"'; \
 	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 
+# User-facing text refers to no document a user does not have.
+TESTS += tests/test_references.sh
+EXTRA_DIST += tests/test_references.sh

@@ -1,4 +1,4 @@
-# Observability (issue 6): histograms live in the core (src/hist.c); the
+# Observability: histograms live in the core (src/hist.c); the
 # exporter, its tests, the /metrics example and the benchmark are here.
 bhinclude_HEADERS += include/bulkhead/metrics.h
 src_libbhcore_la_SOURCES += src/metrics.c

@@ -1,4 +1,4 @@
-# Rules for the pool area (issue 5: thread-pool bulkheads for blocking clients).
+# Rules for the pool area: thread-pool bulkheads for blocking clients.
 bhinclude_HEADERS += include/bulkhead/pool.h
 src_libbhcore_la_SOURCES += src/pool.c src/pool_internal.h
 

@@ -1,4 +1,4 @@
-# Stress suite (issue 3): multi-threaded invariant checkers, see stress/common.h.
+# Stress suite: multi-threaded invariant checkers, see stress/common.h.
 #
 #   make stress        every program in $(STRESS_PROGS), in this build
 #   make stress-tsan   the same in a ThreadSanitizer build (./stress-tsan)
