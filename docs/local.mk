@@ -71,3 +71,8 @@ tests/test_install: $(srcdir)/tests/test_install.sh Makefile
 # User-facing text refers to no document a user does not have.
 TESTS += tests/test_references.sh
 EXTRA_DIST += tests/test_references.sh
+
+# Every source file the documents name exists; under distcheck, in the
+# tarball.
+TESTS += tests/test_shipped.sh
+EXTRA_DIST += tests/test_shipped.sh
