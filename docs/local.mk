@@ -47,6 +47,7 @@ tests/test_manpages: $(srcdir)/tests/test_manpages.sh Makefile $(man_MANS)
 		echo '#!/bin/sh'; \
 		echo 'BH_MANS="$(man_MANS)"; export BH_MANS'; \
 		echo 'BH_MAN_BUILT="$(abs_top_builddir)/man"; export BH_MAN_BUILT'; \
+		echo 'BH_HEADERS="$(include_HEADERS) $(bhinclude_HEADERS)"; export BH_HEADERS'; \
 		echo 'BH_VERSION="$(VERSION)" BH_MAN_DATE="$(BH_MAN_DATE)"; export BH_VERSION BH_MAN_DATE'; \
 		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_manpages.sh" "$$@"'; \
 	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
