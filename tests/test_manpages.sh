@@ -255,8 +255,6 @@ bulkhead \- x
 P
 	sed 's/^\.TH .*/.TH BULKHEAD 7 2030-01-01 "libbulkhead 9.9.9" "libbulkhead Manual"/' \
 		"$t/docs/man/bulkhead.7" >"$t/man/bulkhead.7"
-	sed 's/DOCUMENTED/URING_X/; s/bh_documented/bh_uring_x/g' "$t/docs/man/bh_documented.3" \
-		>"$t/docs/man/bh_uring_x.3"
 	cat >"$t/docs/man/bh_orphan.3" <<'P'
 .TH BH_ORPHAN 3 "" libbulkhead "libbulkhead Manual"
 P
@@ -291,6 +289,8 @@ Its type is
 P
 	sed 's/^\.TH .*/.TH BH_DOCUMENTED 3 2030-01-01 "libbulkhead 0.1" "libbulkhead Manual"/' \
 		"$t/docs/man/bh_documented.3" >"$t/man/bh_documented.3"
+	sed 's/DOCUMENTED/URING_X/; s/bh_documented/bh_uring_x/g' "$t/docs/man/bh_documented.3" \
+		>"$t/docs/man/bh_uring_x.3"
 }
 
 tmp=$(mktemp -d) || exit 99
