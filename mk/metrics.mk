@@ -1,4 +1,4 @@
-# Observability (issue 6): histograms live in the core (src/hist.c); the
+# Observability: histograms live in the core (src/hist.c); the
 # exporter, its tests, the /metrics example and the benchmark are here.
 bhinclude_HEADERS += include/bulkhead/metrics.h
 src_libbhcore_la_SOURCES += src/metrics.c
@@ -22,7 +22,7 @@ bench_bench_metrics_SOURCES = bench/bench_metrics.c
 bench_bench_metrics_CFLAGS = $(AM_CFLAGS) -O2
 bench_bench_metrics_LDADD = src/libbulkhead.la
 
-dist_man_MANS += \
+BH_MAN_PAGES += \
 	docs/man/bh_name.3 \
 	docs/man/bh_record_hold.3 \
 	docs/man/bh_hist_record.3 \

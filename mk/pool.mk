@@ -1,4 +1,4 @@
-# Rules for the pool area (issue 5: thread-pool bulkheads for blocking clients).
+# Rules for the pool area: thread-pool bulkheads for blocking clients.
 bhinclude_HEADERS += include/bulkhead/pool.h
 src_libbhcore_la_SOURCES += src/pool.c src/pool_internal.h
 
@@ -37,7 +37,7 @@ bench_bench_pool_CFLAGS = $(AM_CFLAGS) -O2
 bench_bench_pool_LDADD = src/libbhcore.la # static: reaches the polling knob
 
 EXTRA_DIST += docs/pool.md
-dist_man_MANS += \
+BH_MAN_PAGES += \
 	docs/man/bh_pool_create.3 \
 	docs/man/bh_pool_submit.3 \
 	docs/man/bh_pool_call.3 \

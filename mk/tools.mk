@@ -1,7 +1,8 @@
 # Rules for the tools area (owned by that area's work; included from Makefile.am).
-# bulkhead-size sizes a bulkhead; bulkhead-demo runs a slow-dependency
-# containment scenario over loopback, and with liburing the async trap too.
-# Both share the flag parser, the number formatting and the sizing model.
+# bulkhead-size sizes a bulkhead; bulkhead-demo runs the containment
+# scenario (a payment dependency slowing from 200 ms to 5 s) over loopback,
+# and with liburing the async trap too. Both share the flag parser and the
+# sizing model.
 noinst_LTLIBRARIES += tools/libbhtools.la
 tools_libbhtools_la_SOURCES = tools/cli.c tools/cli.h tools/sizing.c tools/sizing.h
 
@@ -24,7 +25,8 @@ tests_test_cli_LDADD = tools/libbhtools.la $(CMOCKA_LIBS)
 TESTS += tests/test_sizing tests/test_cli
 endif
 
-# bulkhead-size end to end: worked numbers, its rules, bad flags.
+# bulkhead-size end to end: the worked numbers of docs/sizing.md, its rules,
+# bad flags.
 TESTS += tests/test_size.sh
 EXTRA_DIST += tests/test_size.sh
 

@@ -26,7 +26,7 @@ src_libbhcore_la_SOURCES += src/uring.c
 src_libbhcore_la_CFLAGS += $(LIBURING_CFLAGS)
 src_libbulkhead_la_LIBADD += $(LIBURING_LIBS)
 
-dist_man_MANS += $(URING_MANS)
+BH_MAN_PAGES += $(URING_MANS)
 
 URING_CFLAGS = $(AM_CFLAGS) $(LIBURING_CFLAGS)
 URING_LIBS = src/libbhcore.la $(LIBURING_LIBS)

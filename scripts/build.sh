@@ -4,7 +4,11 @@ set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$1
 shift
-[ -x "$top/configure" ] || (cd "$top" && ./autogen.sh >/dev/null 2>&1)
+if [ ! -x "$top/configure" ]; then
+	log=$(mktemp)
+	(cd "$top" && ./autogen.sh) >"$log" 2>&1 || { cat "$log"; rm -f "$log"; echo "autogen.sh failed"; exit 1; }
+	rm -f "$log"
+fi
 mkdir -p "$top/$dir"
 cd "$top/$dir"
 [ -f Makefile ] || "$top/configure" --enable-werror "$@" >configure.out

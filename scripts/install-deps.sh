@@ -2,7 +2,7 @@
 # Installs what building and testing libbulkhead needs on Debian/Ubuntu.
 # Skips apt entirely when everything is already there.
 set -e
-pkgs="build-essential autoconf automake libtool autoconf-archive pkg-config
+pkgs="build-essential autoconf automake libtool pkg-config groff-base
       libcmocka-dev liburing-dev clang curl prometheus"
 missing=""
 for p in $pkgs; do

@@ -1,8 +1,9 @@
 #!/bin/sh
-# The main job: install what is missing, build, and run the demo: seed 002's
-# payment slowdown without and with bulkheads, then seed 000's async trap
-# (permits released when the caller stops waiting vs at the final CQE).
-# Arguments go to the containment scenario.
+# The main job: install what is missing, build, and run the demo: an order
+# service whose payment dependency slows from 200 ms to 5 s, without and
+# with bulkheads, then the async trap (permits released when the caller
+# stops waiting vs at the operation's final CQE). Arguments go to the
+# containment scenario. Nothing is installed: the end says where things are.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/install-deps.sh"
@@ -10,4 +11,15 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top/build"
 ./tools/bulkhead-demo "$@"
 echo
-./tools/bulkhead-demo --scenario async-trap || [ $? -eq 69 ] # 69: no io_uring here
+rc=0
+./tools/bulkhead-demo --scenario async-trap || rc=$?
+[ "$rc" -eq 69 ] && rc=0 # 69: no io_uring here
+cat <<WHERE
+
+Built in $top/build, nothing installed:
+  commands   $top/build/tools/bulkhead-demo, $top/build/tools/bulkhead-size (--help)
+  manuals    man -l $top/docs/man/bulkhead-demo.1 (bulkhead-size.1, bulkhead.7, bh_*.3)
+  charts     in $top/build (the 'chart:' lines above)
+  install    make -C $top/build install: library, headers, commands, man pages, docs/*.md
+WHERE
+exit "$rc"

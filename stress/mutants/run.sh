@@ -37,10 +37,28 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/bh-mutants.XXXXXX")
 [ "${BH_MUTANT_KEEP:-0}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
 tree=$scratch/tree
 mkdir -p "$tree"
-(cd "$top" && git ls-files -co --exclude-standard | tar cf - -T -) | (cd "$tree" && tar xf -)
+if [ -e "$top/.git" ]; then
+	(cd "$top" && git ls-files -co --exclude-standard | tar cf - -T -) | (cd "$tree" && tar xf -)
+else
+	# A release tarball: its files. Objects an in-tree build left would be
+	# found through VPATH and mix with the scratch builds, so refuse those.
+	if [ -f "$top/config.status" ]; then
+		echo "$top is configured in place: run 'make distclean' there first" >&2
+		exit 1
+	fi
+	# Leave out build directories made inside it (./build, ./build-tsan, ...).
+	set --
+	for d in "$top"/*/; do
+		[ -f "$d/config.status" ] && set -- "$@" --exclude="./$(basename "$d")"
+	done
+	(cd "$top" && tar cf - "$@" .) | (cd "$tree" && tar xf -)
+fi
 cp "$tree/src/bulkhead.c" "$scratch/bulkhead.c.orig"
-(cd "$tree" && ./autogen.sh) >"$scratch/autogen.log" 2>&1 || {
-	echo "autogen failed, see $scratch/autogen.log"; exit 1; }
+# A checkout has no configure; a tarball has one and may lack the autotools.
+if [ ! -x "$tree/configure" ]; then
+	(cd "$tree" && ./autogen.sh) >"$scratch/autogen.log" 2>&1 || {
+		echo "autogen failed, see $scratch/autogen.log"; exit 1; }
+fi
 
 # configure_build KIND: a build dir per kind, configured once.
 configure_build() {
