@@ -222,6 +222,16 @@ uint64_t bhi_word(const bulkhead_t *bh)
 	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
 }
 
+uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i <= bh->nslots; i++)
+		sum += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
+					    memory_order_relaxed);
+	return sum;
+}
+
 void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c)
 {
 	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
@@ -455,14 +465,23 @@ static void give_back(struct bulkhead *bh, uint32_t n, struct wake_batch *wb)
 
 /* ---- try / acquire / release -------------------------------------------- */
 
-static BH_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
+/* Why n permits cannot be taken now. */
+static int refusal(uint64_t w, uint32_t n)
 {
 	if (!n_valid(n) || n > w_limit(w))
 		return -EINVAL;
 	if (w & W_CLOSED)
 		return -ESHUTDOWN;
-	bhi_count(bh, BHI_REJECTED);
 	return -EBUSY;
+}
+
+static BH_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
+{
+	int r = refusal(w, n);
+
+	if (r == -EBUSY)
+		bhi_count(bh, BHI_REJECTED);
+	return r;
 }
 
 /* The thread's guess of the word (see struct bhi_slot), or the word. */
@@ -574,6 +593,13 @@ int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
 	return refuse(bh, load_word(bh), n);
+}
+
+int bhi_try_take(bulkhead_t *bh, uint32_t n)
+{
+	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
+		return 0;
+	return refusal(load_word(bh), n);
 }
 
 static int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline);

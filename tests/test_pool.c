@@ -737,6 +737,7 @@ static void test_discard_oldest_policy(void **state)
 	struct bh_pool_stats st = pstats(p);
 	assert_int_equal(st.discarded, 2);
 	assert_int_equal(st.queued, 2);
+	assert_int_equal(st.rejected, 2); /* d and e found the pool full */
 	gate_open(&g);
 	AWAIT(pstats(p).completed == 3);
 	assert_true(d.start_order < e.start_order);
@@ -752,8 +753,180 @@ static void test_discard_oldest_policy(void **state)
 	assert_int_equal(bh_pool_submit(p, &b.task), BH_POOL_DISCARDED);
 	assert_int_equal(b.status, -ECANCELED);
 	assert_int_equal(bh_pool_call(p, &c.task, BH_FOREVER), -EBUSY);
+	assert_int_equal(pstats(p).rejected, 2);
 	gate_open(&g);
 	bh_pool_destroy(p);
+}
+
+/* ---- rejections are counted once, where the pool decides -------------------- */
+
+static bh_pool_t *hook_pool;
+static struct gate *hook_gate;
+static _Atomic int hook_hits;
+
+/* At the first refusal by the admission bulkhead: the running task ends and
+ * its permit goes to the pool's cache before the submitter looks there. */
+static void point_finish_on_refusal(struct vsync *v, enum bhp_point p, struct bh_task *t)
+{
+	(void)v;
+	(void)t;
+	if (p != BHP_ADMIT_BUSY || atomic_fetch_add(&hook_hits, 1) != 0)
+		return;
+	gate_open(hook_gate);
+	AWAIT(atomic_load(&hook_pool->cached_hint) == 1);
+}
+
+/* Refused by the bulkhead, then served from the cache: an accepted task,
+ * and no rejection. */
+static void test_refusal_then_cache_is_no_rejection(void **state)
+{
+	struct vsync v;
+	struct ttask a, b;
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	hook_pool = make_pool(1, 1, 0, BH_POOL_ABORT, &v);
+	hook_gate = &g;
+	atomic_store(&hook_hits, 0);
+	v.point = point_finish_on_refusal;
+	assert_int_equal(bh_pool_submit(hook_pool, &a.task), 0); /* the cached permit */
+	assert_int_equal(bh_pool_submit(hook_pool, &b.task), 0);
+	assert_int_equal(atomic_load(&hook_hits), 1);
+	AWAIT(b.dones == 1);
+	struct bh_pool_stats st = pstats(hook_pool);
+	assert_int_equal(st.submitted, 2);
+	assert_int_equal(st.rejected, 0);
+	assert_int_equal(bh_pool_destroy(hook_pool), 0);
+}
+
+/* At the first refusal: the pool is shut down before the policy acts. */
+static void point_close_on_refusal(struct vsync *v, enum bhp_point p, struct bh_task *t)
+{
+	(void)v;
+	(void)t;
+	if (p == BHP_ADMIT_BUSY && atomic_fetch_add(&hook_hits, 1) == 0)
+		assert_int_equal(bh_pool_shutdown_now(hook_pool), 0);
+}
+
+/* A full pool closes while a submission is refused: the policy finds it
+ * closed (-ESHUTDOWN, nothing counted), while a refusal already decided
+ * (-EBUSY) is counted. Either way rejected equals what the callers saw. */
+static void test_close_races_refusal(void **state)
+{
+	static const struct {
+		enum bh_pool_policy policy;
+		bool call;
+		int want;
+	} cases[] = {
+		{ BH_POOL_ABORT, false, -EBUSY },
+		{ BH_POOL_ABORT, true, -EBUSY },
+		{ BH_POOL_CALLER_RUNS, false, -ESHUTDOWN },
+		{ BH_POOL_CALLER_RUNS, true, -ESHUTDOWN },
+		{ BH_POOL_DISCARD, false, -ESHUTDOWN },
+		{ BH_POOL_DISCARD, true, -EBUSY },
+		{ BH_POOL_DISCARD_OLDEST, false, -ESHUTDOWN },
+		{ BH_POOL_DISCARD_OLDEST, true, -ESHUTDOWN },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct vsync v;
+		struct ttask a, b;
+		struct gate g;
+		int r;
+
+		vs_init(&v);
+		gate_init(&g);
+		tt_init(&a, &g);
+		tt_init(&b, NULL);
+		hook_pool = make_pool(1, 1, 0, cases[i].policy, &v);
+		atomic_store(&hook_hits, 0);
+		assert_int_equal(bh_pool_submit(hook_pool, &a.task), 0);
+		v.point = point_close_on_refusal;
+		r = cases[i].call ? bh_pool_call(hook_pool, &b.task, BH_FOREVER)
+				  : bh_pool_submit(hook_pool, &b.task);
+		assert_int_equal(r, cases[i].want);
+		assert_int_equal(atomic_load(&hook_hits), 1);
+		assert_int_equal(b.runs + b.dones, 0);
+		struct bh_pool_stats st = pstats(hook_pool);
+		assert_int_equal(st.rejected, r == -EBUSY);
+		assert_int_equal(st.submitted, 1);
+		gate_open(&g);
+		assert_int_equal(bh_pool_destroy(hook_pool), 0);
+	}
+}
+
+/* Many submitters against a one-thread pool without a queue: every -EBUSY
+ * is one rejection, and every submission is either taken or rejected. */
+enum { FLOOD_SUBMITS = 300000 };
+
+static void run_nothing(struct bh_task *t)
+{
+	(void)t;
+}
+
+struct flood {
+	bh_pool_t *pool;
+	struct bh_task *tasks;
+	long ok, busy, other;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flood *f = arg;
+	size_t next = 0;
+
+	for (int i = 0; i < FLOOD_SUBMITS; i++) {
+		/* a refused task is the caller's again: reuse it */
+		int r = bh_pool_submit(f->pool, &f->tasks[next]);
+
+		if (r == 0) {
+			f->ok++;
+			next++;
+		} else if (r == -EBUSY) {
+			f->busy++;
+		} else {
+			f->other++;
+		}
+	}
+	return NULL;
+}
+
+static void test_rejections_exact_under_contention(void **state)
+{
+	enum { T = 2 };
+	struct flood f[T];
+	pthread_t th[T];
+	long ok = 0, busy = 0, other = 0;
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+
+	(void)state;
+	for (int i = 0; i < T; i++) {
+		f[i] = (struct flood){ .pool = p, .tasks = calloc(FLOOD_SUBMITS, sizeof(struct bh_task)) };
+		assert_non_null(f[i].tasks);
+		for (int k = 0; k < FLOOD_SUBMITS; k++)
+			f[i].tasks[k].run = run_nothing;
+		assert_int_equal(pthread_create(&th[i], NULL, flood_main, &f[i]), 0);
+	}
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		ok += f[i].ok, busy += f[i].busy, other += f[i].other;
+	}
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(other, 0);
+	assert_int_equal(ok + busy, T * FLOOD_SUBMITS);
+	assert_int_equal(st.submitted, ok);
+	assert_int_equal(st.completed, ok);
+	assert_int_equal(st.rejected, busy);
+	assert_int_equal(st.submitted + st.rejected, T * FLOOD_SUBMITS);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	for (int i = 0; i < T; i++)
+		free(f[i].tasks);
 }
 
 /* ---- keep-alive ------------------------------------------------------------------ */
@@ -1550,6 +1723,9 @@ int main(void)
 		cmocka_unit_test(test_caller_runs_policy),
 		cmocka_unit_test(test_discard_policy),
 		cmocka_unit_test(test_discard_oldest_policy),
+		cmocka_unit_test(test_refusal_then_cache_is_no_rejection),
+		cmocka_unit_test(test_close_races_refusal),
+		cmocka_unit_test(test_rejections_exact_under_contention),
 		cmocka_unit_test(test_keepalive_shrinks_to_core),
 		cmocka_unit_test(test_keepalive_races_handoff),
 		cmocka_unit_test(test_poller_takes_work_without_wake),

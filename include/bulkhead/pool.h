@@ -150,8 +150,10 @@ struct bh_pool_stats {
 	                             * nobody waits for */
 	uint64_t discarded;         /* dropped unrun: DISCARD(_OLDEST), bh_pool_shutdown_now */
 	uint64_t caller_ran;        /* run on the submitting thread (CALLER_RUNS) */
-	uint64_t rejected;          /* submissions that found the pool full (or could
-	                             * not get a thread), whatever the policy did */
+	uint64_t rejected;          /* submissions the full pool refused (-EBUSY) or
+	                             * gave to its policy (CALLER_RAN, DISCARDED, a
+	                             * DISCARD_OLDEST swap), and those that could not
+	                             * get a thread (-EAGAIN): each counted once */
 	uint64_t core_threads, max_threads, queue_capacity; /* the configuration */
 };
 
