@@ -597,6 +597,13 @@ static void quiesce(struct st_bh *sb)
 	expect_eq(sb, "timed_out", s.timed_out, seen(sb, SO_TIMEDOUT));
 	expect_eq(sb, "cancelled", s.cancelled, seen(sb, SO_CANCELLED));
 	expect_eq(sb, "over_released", s.over_released, 0);
+	/* every queued acquire records its wait once: granted, or failed
+	 * (timed out, closed, shrunk below it, cancelled either way) */
+	expect_eq(sb, "wait.count (queued, granted)", s.wait.count,
+		  atomic_load(&sb->queued_granted));
+	expect_eq(sb, "wait_failed.count (queued, not granted)", s.wait_failed.count,
+		  atomic_load(&sb->queued_ops) - atomic_load(&sb->queued_granted) +
+			  atomic_load(&sb->thread_cancels));
 	if (closed) {
 		expect_ret(sb, "bh_try_acquire(1) after close", bh_try_acquire(sb->bh, 1), -ESHUTDOWN);
 		expect_ret(sb, "a second bh_close", bh_close(sb->bh), -EALREADY);
@@ -1002,6 +1009,8 @@ int st_acquire(struct st_bh *sb, struct st_op *op, struct st_rng *rng)
 	check_result(sb, op, state, closed_before, bh_now_ns());
 	if (op->queued)
 		atomic_fetch_add_explicit(&sb->queued_ops, 1, memory_order_relaxed);
+	if (op->queued && op->result == 0)
+		atomic_fetch_add_explicit(&sb->queued_granted, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sb->outcome[outcome_of(op->result)], 1, memory_order_relaxed);
 	if (op->result != 0) {
 		gen_exit(sb, op->gen);

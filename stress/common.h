@@ -138,6 +138,7 @@ struct st_bh {
 
 	_Atomic uint64_t outcome[SO_N];
 	_Atomic uint64_t releases, queued_ops, async_ops, late_max_ns;
+	_Atomic uint64_t queued_granted; /* queued_ops that returned 0 */
 	_Atomic uint64_t thread_cancels; /* pthread_cancel landed in an acquire */
 	_Atomic uint64_t checks[SC_N];
 	_Atomic uint64_t wait_ret[SW_NRET], faults_hit[SF_NFAULTS];
