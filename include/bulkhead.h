@@ -20,7 +20,14 @@
  *
  * Every function returns 0 (or a count) on success and a negative errno value
  * on failure. The library never prints, never sets errno and never aborts on
- * bad input. See bulkhead(7) and docs/design.md.
+ * bad input: a NULL handle or required pointer is -EINVAL (NULL from a
+ * function that returns a pointer; ignored by bh_destroy), except on the
+ * per-call hot paths (bh_try_acquire, bh_acquire, bh_release, bh_record_hold,
+ * bh_hist_record), where a valid handle is a precondition, so that the
+ * uncontended acquire and release stay one compare-and-swap each. When more
+ * than one error applies, the first in this order is returned: invalid
+ * arguments (-EINVAL), closed (-ESHUTDOWN), n above the current limit
+ * (-EINVAL), no room (-EBUSY). See bulkhead(7) and docs/design.md.
  */
 #ifndef BULKHEAD_H
 #define BULKHEAD_H
@@ -125,17 +132,18 @@ BH_API int bh_create(const struct bh_config *cfg, bulkhead_t **out);
 BH_API void bh_destroy(bulkhead_t *bh);
 
 /* Take n permits if they are free now; never waits. 0, or -EBUSY, -ESHUTDOWN,
- * -EINVAL (n == 0 or n > limit). */
+ * -EINVAL (n == 0 or n > limit). bh must be valid (a hot path). */
 BH_API int bh_try_acquire(bulkhead_t *bh, uint32_t n);
 
 /* Take n permits, waiting in the FIFO queue until deadline_ns (absolute,
  * CLOCK_MONOTONIC, see bh_now_ns; BH_FOREVER waits forever; a deadline
  * already past behaves like bh_try_acquire). 0, or -EBUSY (queue full),
- * -ETIMEDOUT, -ESHUTDOWN, -EINVAL. A cancellation point. */
+ * -ETIMEDOUT, -ESHUTDOWN, -EINVAL. bh must be valid (a hot path). */
 BH_API int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns);
 
 /* Give back n permits. -EOVERFLOW (and nothing changes) when that would
- * return more permits than are held; -EINVAL when n == 0 or > BH_LIMIT_MAX. */
+ * return more permits than are held; -EINVAL when n == 0 or > BH_LIMIT_MAX.
+ * bh must be valid (a hot path). */
 BH_API int bh_release(bulkhead_t *bh, uint32_t n);
 
 /* Fail every queued waiter and every later acquire with -ESHUTDOWN; releases
@@ -147,21 +155,25 @@ BH_API int bh_close(bulkhead_t *bh);
  * for more than the new limit fail with -EINVAL. */
 BH_API int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent);
 
-/* Fill *out (about 10 KB: three histograms). */
-BH_API void bh_stats(const bulkhead_t *bh, struct bh_stats *out);
+/* Fill *out (about 10 KB: three histograms). 0, or -EINVAL (bh or out is
+ * NULL). */
+BH_API int bh_stats(const bulkhead_t *bh, struct bh_stats *out);
 
-/* The bulkhead's name (never NULL; valid until bh_destroy). */
+/* The bulkhead's name (valid until bh_destroy; NULL only for a NULL bh). */
 BH_API const char *bh_name(const bulkhead_t *bh);
 
 /* Add a hold time measured by the caller (e.g. from submission to final
- * completion of an asynchronous operation) to stats.hold. */
+ * completion of an asynchronous operation) to stats.hold. bh must be valid
+ * (a hot path). */
 BH_API void bh_record_hold(bulkhead_t *bh, uint64_t ns);
 
 /* Histograms. record and merge are not atomic (use them on private copies;
- * the library records its own lock-free). quantile: q in [0, 1], returns ns
- * (0 for an empty histogram). bounds: the bucket's [lower, upper) in ns. */
+ * the library records its own lock-free). record: h must be valid (a hot
+ * path). merge: 0, or -EINVAL (a NULL histogram). quantile: q in [0, 1],
+ * returns ns (0 for an empty or NULL histogram). bounds: the bucket's
+ * [lower, upper) in ns (either pointer may be NULL). */
 BH_API void bh_hist_record(struct bh_hist *h, uint64_t ns);
-BH_API void bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src);
+BH_API int bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src);
 BH_API uint64_t bh_hist_quantile(const struct bh_hist *h, double q);
 BH_API unsigned bh_hist_bucket(uint64_t ns);
 BH_API void bh_hist_bounds(unsigned bucket, uint64_t *lower_ns, uint64_t *upper_ns);

@@ -195,7 +195,7 @@ void bh_destroy(bulkhead_t *bh)
 
 const char *bh_name(const bulkhead_t *bh)
 {
-	return bh->name;
+	return bh ? bh->name : NULL;
 }
 
 /* Fake clocks do not advance while a waiter spins: tests get no spinning. */
@@ -432,7 +432,8 @@ static void serve(struct bulkhead *bh, struct wake_batch *wb)
 /* Take the permits or join the queue, atomically with respect to every
  * release: both decide on the same word, so a release either leaves permits
  * this sees, or sees the waiter counted and takes the lock, which we hold
- * until the node is linked. Returns 0 (taken), 1 (queued) or -errno. */
+ * until the node is linked. Returns 0 (taken), 1 (queued) or -errno, in
+ * refusal()'s order. */
 static int admit(struct bulkhead *bh, struct bh_qlink *l)
 {
 	uint64_t w = load_word(bh), nw;
@@ -465,13 +466,19 @@ static void give_back(struct bulkhead *bh, uint32_t n, struct wake_batch *wb)
 
 /* ---- try / acquire / release -------------------------------------------- */
 
-/* Why n permits cannot be taken now. */
+/* Why n permits cannot be taken now, in the order of errors every entry
+ * point follows (admit() too): invalid n, closed, more than the limit, no
+ * room. Closed comes before the limit because it is final and the limit
+ * is not: a caller told -ESHUTDOWN stops, one told -EINVAL may retry after
+ * bh_set_limit. */
 static int refusal(uint64_t w, uint32_t n)
 {
-	if (!n_valid(n) || n > w_limit(w))
+	if (!n_valid(n))
 		return -EINVAL;
 	if (w & W_CLOSED)
 		return -ESHUTDOWN;
+	if (n > w_limit(w))
+		return -EINVAL;
 	return -EBUSY;
 }
 
@@ -867,7 +874,7 @@ int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async
 	struct wake_batch wb;
 	int r;
 
-	if (!node || !fn)
+	if (!bh || !node || !fn)
 		return -EINVAL;
 	node->link.kind = KIND_NONE;
 	node->fn = fn;
@@ -896,7 +903,7 @@ int bh_cancel_async(bulkhead_t *bh, struct bh_async *node)
 	struct wake_batch wb;
 	bool queued;
 
-	if (!node)
+	if (!bh || !node)
 		return -EINVAL;
 	lock(bh, &wb);
 	queued = node->link.kind == KIND_ASYNC;
@@ -934,6 +941,8 @@ int bh_close(bulkhead_t *bh)
 	struct wake_batch wb;
 	uint64_t old;
 
+	if (!bh)
+		return -EINVAL;
 	lock(bh, &wb);
 	old = atomic_fetch_or_explicit(&bh->word, W_CLOSED, memory_order_acq_rel);
 	if (!(old & W_CLOSED))
@@ -949,7 +958,7 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 	struct wake_batch wb;
 	uint64_t w, nw;
 
-	if (max_concurrent == 0 || max_concurrent > BH_LIMIT_MAX)
+	if (!bh || max_concurrent == 0 || max_concurrent > BH_LIMIT_MAX)
 		return -EINVAL;
 	lock(bh, &wb);
 	w = load_word(bh);
@@ -965,11 +974,14 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 	return 0;
 }
 
-void bh_stats(const bulkhead_t *bh, struct bh_stats *out)
+int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 {
-	uint64_t w = atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
+	uint64_t w;
 	uint64_t sum[BHI_NCOUNTERS] = { 0 };
 
+	if (!bh || !out)
+		return -EINVAL;
+	w = atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
 	for (uint32_t i = 0; i <= bh->nslots; i++)
 		for (int c = 0; c < BHI_NCOUNTERS; c++)
 			sum[c] += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
@@ -992,4 +1004,5 @@ void bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 		bhi_hist_read(&bh->hold[i], &shard);
 		bh_hist_merge(&out->hold, &shard);
 	}
+	return 0;
 }

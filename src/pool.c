@@ -950,13 +950,22 @@ static int wait_call(struct bh_pool *p, struct bh_task *t, uint64_t deadline)
 }
 
 /* The deadline had passed before the call began: the caller has given up
- * before anything ran. Reported like any abandoned task that never started. */
+ * before anything ran. Reported like any abandoned task that never started,
+ * unless the pool is shut down: that outranks the deadline, as it does in
+ * the core (bulkhead(7), the order of errors). */
 static int give_up_early(struct bh_pool *p, struct bh_task *t)
 {
+	bool closing;
+
 	lock(p);
-	p->submitted++;
-	p->abandoned++;
+	closing = p->closing;
+	if (!closing) {
+		p->submitted++;
+		p->abandoned++;
+	}
 	unlock(p);
+	if (closing)
+		return -ESHUTDOWN;
 	if (t->done)
 		t->done(t, -ECANCELED);
 	return -ETIMEDOUT;
@@ -1297,11 +1306,14 @@ void bhp_set_spin_ns(bh_pool_t *p, uint64_t ns)
 }
 
 
-void bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
+int bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 {
 	struct bh_pool *p = (struct bh_pool *)cp;
-	uint64_t refused_busy = bhi_counter(p->adm, BHI_REJECTED);
+	uint64_t refused_busy;
 
+	if (!p || !out)
+		return -EINVAL;
+	refused_busy = bhi_counter(p->adm, BHI_REJECTED);
 	memset(out, 0, sizeof(*out));
 	lock(p);
 	out->alive = p->alive;
@@ -1319,6 +1331,7 @@ void bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 	out->core_threads = p->core;
 	out->max_threads = p->max;
 	out->queue_capacity = p->cap;
+	return 0;
 }
 
 const char *bh_pool_name(const bh_pool_t *p)

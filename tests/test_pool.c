@@ -398,6 +398,10 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(bh_pool_shutdown_now(NULL), -EINVAL);
 	assert_null(bh_pool_name(NULL));
 	assert_false(bh_task_cancelled(NULL));
+	struct bh_pool_stats none;
+	assert_int_equal(bh_pool_stats(NULL, &none), -EINVAL);
+	assert_int_equal(bh_pool_stats(p, NULL), -EINVAL);
+	assert_int_equal(bh_pool_stats(p, &none), 0);
 	assert_int_equal(tt.dones, 0);
 	struct bh_pool_stats st = pstats(p);
 	assert_int_equal(st.submitted, 0);
@@ -1336,6 +1340,51 @@ static void test_past_deadline(void **state)
 	bh_pool_destroy(p);
 }
 
+/* The pool's order of errors: invalid arguments, then shut down, then a
+ * deadline already past (-ETIMEDOUT), then full (-EBUSY or the policy). */
+static void test_error_precedence(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+	struct ttask a, b;
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.started);
+	assert_int_equal(bh_pool_submit(p, &b.task), -EBUSY);
+	assert_int_equal(bh_pool_call(p, &b.task, BH_FOREVER), -EBUSY);
+	assert_int_equal(bh_pool_call(p, &b.task, 0), -ETIMEDOUT); /* full, but given up */
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, -ECANCELED);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.submitted, 2);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.rejected, 2);
+	assert_int_equal(bh_pool_shutdown_now(p), 0);
+	tt_init(&b, NULL);
+	assert_int_equal(bh_pool_submit(NULL, &b.task), -EINVAL);
+	assert_int_equal(bh_pool_submit(p, NULL), -EINVAL);
+	assert_int_equal(bh_pool_call(p, NULL, 0), -EINVAL);
+	b.task.run = NULL;
+	assert_int_equal(bh_pool_submit(p, &b.task), -EINVAL);
+	assert_int_equal(bh_pool_call(p, &b.task, 0), -EINVAL);
+	b.task.run = tt_run;
+	assert_int_equal(bh_pool_submit(p, &b.task), -ESHUTDOWN);
+	assert_int_equal(bh_pool_call(p, &b.task, 0), -ESHUTDOWN); /* not -ETIMEDOUT */
+	assert_int_equal(bh_pool_call(p, &b.task, bh_now_ns() + BH_SEC), -ESHUTDOWN);
+	assert_int_equal(bh_pool_call(p, &b.task, BH_FOREVER), -ESHUTDOWN);
+	assert_int_equal(b.runs + b.dones, 0); /* the caller's, untouched */
+	st = pstats(p);
+	assert_int_equal(st.submitted, 2);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.rejected, 2);
+	gate_open(&g);
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
 /* pthread_cancel of a waiting caller abandons the call like a timeout. */
 static void test_cancel_waiting_caller(void **state)
 {
@@ -1363,6 +1412,68 @@ static void test_cancel_waiting_caller(void **state)
 	AWAIT(t.dones == 1);
 	assert_int_equal(t.status, -ETIMEDOUT);
 	bh_pool_destroy(p);
+}
+
+/* A cancellation already pending is acted on only if the call waits: a call
+ * run by its caller returns 0; a queued one gives up as on a timeout. */
+struct pending_call {
+	bh_pool_t *pool;
+	struct ttask *tt;
+	int cancel, result;
+	_Atomic int stage; /* 1: bh_pool_call returned */
+};
+
+static void *pending_call_main(void *arg)
+{
+	struct pending_call *c = arg;
+
+	c->cancel = pthread_cancel(pthread_self()); /* deferred: pending */
+	c->result = bh_pool_call(c->pool, &c->tt->task, BH_FOREVER);
+	atomic_store(&c->stage, 1);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_pending_cancel_only_when_waiting(void **state)
+{
+	struct ttask a, b;
+	struct gate g;
+	struct pending_call c;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	for (int queue = 0; queue <= 1; queue++) {
+		bh_pool_t *p = make_pool(1, 1, (uint32_t)queue, BH_POOL_CALLER_RUNS, NULL);
+
+		gate_init(&g);
+		tt_init(&a, &g);
+		tt_init(&b, NULL);
+		assert_int_equal(bh_pool_submit(p, &a.task), 0);
+		AWAIT(a.started);
+		c = (struct pending_call){ .pool = p, .tt = &b, .result = 99 };
+		assert_int_equal(pthread_create(&th, NULL, pending_call_main, &c), 0);
+		pthread_join(th, &ret);
+		assert_ptr_equal(ret, PTHREAD_CANCELED);
+		assert_int_equal(c.cancel, 0);
+		struct bh_pool_stats st = pstats(p);
+		if (queue == 0) { /* full: run by the caller, no wait */
+			assert_int_equal(c.result, 0);
+			assert_int_equal(atomic_load(&c.stage), 1);
+			assert_int_equal(b.runs, 1);
+			assert_int_equal(st.caller_ran, 1);
+		} else { /* queued: cancelled in its wait, taken off the queue */
+			assert_int_equal(c.result, 99);
+			assert_int_equal(atomic_load(&c.stage), 0);
+			assert_int_equal(b.runs, 0);
+			assert_int_equal(b.dones, 1);
+			assert_int_equal(b.status, -ECANCELED);
+			assert_int_equal(st.abandoned, 1);
+			assert_int_equal(st.queued, 0);
+		}
+		gate_open(&g);
+		assert_int_equal(bh_pool_destroy(p), 0);
+	}
 }
 
 /* ---- shutdown -------------------------------------------------------------------- */
@@ -1735,7 +1846,9 @@ int main(void)
 		cmocka_unit_test(test_timeout_vs_completion),
 		cmocka_unit_test(test_timeout_while_queued),
 		cmocka_unit_test(test_past_deadline),
+		cmocka_unit_test(test_error_precedence),
 		cmocka_unit_test(test_cancel_waiting_caller),
+		cmocka_unit_test(test_pending_cancel_only_when_waiting),
 		cmocka_unit_test(test_graceful_shutdown),
 		cmocka_unit_test(test_shutdown_now),
 		cmocka_unit_test(test_shutdown_idle_pool),

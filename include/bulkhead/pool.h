@@ -191,9 +191,11 @@ BH_API int bh_pool_shutdown_now(bh_pool_t *pool);
  * the pool's own threads. NULL is ignored. */
 BH_API int bh_pool_destroy(bh_pool_t *pool);
 
-BH_API void bh_pool_stats(const bh_pool_t *pool, struct bh_pool_stats *out);
+/* Fill *out. 0, or -EINVAL (pool or out is NULL). */
+BH_API int bh_pool_stats(const bh_pool_t *pool, struct bh_pool_stats *out);
 
-/* The name given at creation (thread-name prefix), for logs and metrics. */
+/* The name given at creation (thread-name prefix), for logs and metrics;
+ * NULL for a NULL pool. */
 BH_API const char *bh_pool_name(const bh_pool_t *pool);
 
 /*
