@@ -65,10 +65,12 @@ struct bh_config {
  * handoff (eventual fairness). */
 #define BH_FAIR (1u << 0)
 
-/* Record how long permits are held (grant to release) in stats.hold. Costs
- * two clock reads per acquire/release pair; pairs are matched per thread
- * (an acquire and the next release of the same bulkhead on that thread);
- * record other holds with bh_record_hold. */
+/* Record how long permits are held in stats.hold. Costs two clock reads per
+ * hold. A hold is a thread's: it runs from the acquire that takes the
+ * thread's first permit of this bulkhead (it held none) to the release that
+ * gives back its last, so nested acquires make one hold; a release of more
+ * than the thread acquired (permits taken on another thread) measures
+ * nothing. Record other holds with bh_record_hold. */
 #define BH_TRACK_HOLD (1u << 1)
 
 /* Do not count acquired/released/rejected on the fast paths (the gauges,
@@ -121,10 +123,13 @@ struct bh_stats {
 	uint64_t released;      /* successful releases (calls) */
 	struct bh_hist wait;        /* queued acquires: enqueue to grant */
 	struct bh_hist wait_failed; /* queued acquires: enqueue to timeout, close, cancel */
-	struct bh_hist hold;        /* grant to release (BH_TRACK_HOLD, bh_record_hold) */
+	struct bh_hist hold;        /* a thread's first acquire to its last release
+	                             * (BH_TRACK_HOLD), and bh_record_hold */
 };
 
-/* Create a bulkhead. Returns 0 and sets *out, or -EINVAL / -ENOMEM. */
+/* Create a bulkhead. Returns 0 and sets *out, or -EINVAL (cfg or out NULL,
+ * max_concurrent out of range, an unknown flag), -ENAMETOOLONG (a name of
+ * BH_NAME_MAX bytes or more), -ENOMEM. */
 BH_API int bh_create(const struct bh_config *cfg, bulkhead_t **out);
 
 /* Free a bulkhead. Nobody may be waiting on it or use it afterwards: close

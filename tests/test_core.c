@@ -24,7 +24,12 @@ static void test_create_rejects_bad_config(void **state)
 	cfg.max_concurrent = 4;
 	cfg.flags = 1u << 7;
 	assert_int_equal(bh_create(&cfg, &bh), -EINVAL);
+	cfg.flags = BH_FAIR | 1u << 3;
+	assert_int_equal(bh_create(&cfg, &bh), -EINVAL);
 	assert_ptr_equal(bh, (bulkhead_t *)&cfg); /* untouched on failure */
+	cfg.flags = BH_FAIR | BH_TRACK_HOLD | BH_NO_STATS; /* every flag is valid */
+	assert_int_equal(bh_create(&cfg, &bh), 0);
+	bh_destroy(bh);
 	cfg.flags = 0;
 	cfg.max_concurrent = BH_LIMIT_MAX;
 	assert_int_equal(bh_create(&cfg, &bh), 0);
