@@ -14,6 +14,7 @@ dist_man_MANS += \
 	docs/man/bh_close.3 \
 	docs/man/bh_set_limit.3 \
 	docs/man/bh_stats.3 \
+	docs/man/bh_gauges.3 \
 	docs/man/bh_now_ns.3 \
 	docs/man/bh_acquire_async.3 \
 	docs/man/bh_cancel_async.3 \

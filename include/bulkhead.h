@@ -164,6 +164,16 @@ BH_API int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent);
  * NULL). */
 BH_API int bh_stats(const bulkhead_t *bh, struct bh_stats *out);
 
+/* The three gauges alone, read at one instant (one load of the state word):
+ * cheap enough for every turn of an event loop, small enough for any stack.
+ * The struct never grows. */
+struct bh_gauges {
+	uint64_t limit, in_flight, queued; /* as in struct bh_stats */
+};
+
+/* Fill *out. 0, or -EINVAL (bh or out is NULL). Lock-free, no syscall. */
+BH_API int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out);
+
 /* The bulkhead's name (valid until bh_destroy; NULL only for a NULL bh). */
 BH_API const char *bh_name(const bulkhead_t *bh);
 

@@ -974,22 +974,44 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 	return 0;
 }
 
+/* The gauges from one load of the word. acquire: pairs with the acq_rel CAS
+ * that last changed it, so whatever the caller does on seeing, say, nothing
+ * in flight comes after the release that made it so. */
+static struct bh_gauges gauges_now(const struct bulkhead *bh)
+{
+	uint64_t w = atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
+
+	return (struct bh_gauges){
+		.limit = w_limit(w),
+		.in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w)),
+		.queued = w_nq(w),
+	};
+}
+
+int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out)
+{
+	if (!bh || !out)
+		return -EINVAL;
+	*out = gauges_now(bh);
+	return 0;
+}
+
 int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 {
-	uint64_t w;
+	struct bh_gauges g;
 	uint64_t sum[BHI_NCOUNTERS] = { 0 };
 
 	if (!bh || !out)
 		return -EINVAL;
-	w = atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
+	g = gauges_now(bh);
 	for (uint32_t i = 0; i <= bh->nslots; i++)
 		for (int c = 0; c < BHI_NCOUNTERS; c++)
 			sum[c] += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
 						       memory_order_relaxed);
 	memset(out, 0, sizeof(*out));
-	out->limit = w_limit(w);
-	out->in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));
-	out->queued = w_nq(w);
+	out->limit = g.limit;
+	out->in_flight = g.in_flight;
+	out->queued = g.queued;
 	out->acquired = sum[BHI_ACQUIRED];
 	out->released = sum[BHI_RELEASED];
 	out->rejected = sum[BHI_REJECTED];

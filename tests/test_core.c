@@ -1132,6 +1132,52 @@ static void test_counters_add_up_across_threads(void **state)
 }
 
 /* The closed bit survives every other CAS on the word (tokio #8020). */
+/* bh_gauges reads what bh_stats reads for the gauges, through queueing, a
+ * shrink below in_flight and a grant; bad input is -EINVAL. */
+static void expect_gauges(bulkhead_t *bh, uint64_t limit, uint64_t in_flight, uint64_t queued)
+{
+	struct bh_gauges g;
+	struct bh_stats st = stats_of(bh);
+
+	memset(&g, 0xa5, sizeof(g));
+	assert_int_equal(bh_gauges(bh, &g), 0);
+	assert_int_equal(g.limit, limit);
+	assert_int_equal(g.in_flight, in_flight);
+	assert_int_equal(g.queued, queued);
+	assert_int_equal(st.limit, g.limit);
+	assert_int_equal(st.in_flight, g.in_flight);
+	assert_int_equal(st.queued, g.queued);
+}
+
+static void test_gauges(void **state)
+{
+	bulkhead_t *bh = make_bh(2, 2, BH_FAIR);
+	struct waiter_arg a = { .bh = bh, .n = 1, .deadline = BH_FOREVER };
+	struct bh_gauges g;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(sizeof(struct bh_gauges), 3 * sizeof(uint64_t));
+	assert_int_equal(bh_gauges(NULL, &g), -EINVAL);
+	assert_int_equal(bh_gauges(bh, NULL), -EINVAL);
+	expect_gauges(bh, 2, 0, 0);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	expect_gauges(bh, 2, 2, 0);
+	assert_int_equal(pthread_create(&t, NULL, waiter_main, &a), 0);
+	await_queued(bh, 1);
+	expect_gauges(bh, 2, 2, 1);
+	assert_int_equal(bh_set_limit(bh, 1), 0); /* in flight above the limit */
+	expect_gauges(bh, 1, 2, 1);
+	assert_int_equal(bh_release(bh, 2), 0); /* the waiter gets the one permit */
+	pthread_join(t, NULL);
+	assert_int_equal(a.result, 0);
+	expect_gauges(bh, 1, 1, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_close(bh), 0);
+	expect_gauges(bh, 1, 0, 0);
+	bh_destroy(bh);
+}
+
 static void test_flags_survive_cas(void **state)
 {
 	bulkhead_t *bh = make_bh(8, 8, 0);
@@ -1189,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(test_async_basics),
 		cmocka_unit_test(test_async_and_blocking_share_fifo),
 		cmocka_unit_test(test_counters_add_up_across_threads),
+		cmocka_unit_test(test_gauges),
 		cmocka_unit_test(test_flags_survive_cas),
 	};
 
