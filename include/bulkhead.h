@@ -143,7 +143,9 @@ BH_API int bh_try_acquire(bulkhead_t *bh, uint32_t n);
 /* Take n permits, waiting in the FIFO queue until deadline_ns (absolute,
  * CLOCK_MONOTONIC, see bh_now_ns; BH_FOREVER waits forever; a deadline
  * already past behaves like bh_try_acquire). 0, or -EBUSY (queue full),
- * -ETIMEDOUT, -ESHUTDOWN, -EINVAL. bh must be valid (a hot path). */
+ * -ETIMEDOUT, -ESHUTDOWN, -EINVAL. A cancellation point only while it
+ * sleeps in the queue (a call that succeeds or fails at once leaves a
+ * pending cancellation pending). bh must be valid (a hot path). */
 BH_API int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns);
 
 /* Give back n permits. -EOVERFLOW (and nothing changes) when that would

@@ -168,7 +168,8 @@ BH_API int bh_pool_submit(bh_pool_t *pool, struct bh_task *task);
 /* Submit task and wait until it has run or until deadline_ns (absolute,
  * CLOCK_MONOTONIC, see bh_now_ns; BH_FOREVER waits as long as it takes).
  * 0, or -ETIMEDOUT (abandoned; see OWNERSHIP above), -ECANCELED (dropped
- * unrun), -EBUSY, -ESHUTDOWN, -EAGAIN, -EINVAL. A cancellation point. */
+ * unrun), -EBUSY, -ESHUTDOWN, -EAGAIN, -EINVAL; -ESHUTDOWN outranks a
+ * deadline already past. A cancellation point while it waits. */
 BH_API int bh_pool_call(bh_pool_t *pool, struct bh_task *task, uint64_t deadline_ns);
 
 /* True once nobody waits for the task (its caller gave up) or the pool is
