@@ -999,22 +999,17 @@ int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out)
 int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 {
 	struct bh_gauges g;
-	uint64_t sum[BHI_NCOUNTERS] = { 0 };
 
 	if (!bh || !out)
 		return -EINVAL;
 	g = gauges_now(bh);
-	for (uint32_t i = 0; i <= bh->nslots; i++)
-		for (int c = 0; c < BHI_NCOUNTERS; c++)
-			sum[c] += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
-						       memory_order_relaxed);
 	memset(out, 0, sizeof(*out));
 	out->limit = g.limit;
 	out->in_flight = g.in_flight;
 	out->queued = g.queued;
-	out->acquired = sum[BHI_ACQUIRED];
-	out->released = sum[BHI_RELEASED];
-	out->rejected = sum[BHI_REJECTED];
+	out->acquired = bhi_counter(bh, BHI_ACQUIRED);
+	out->released = bhi_counter(bh, BHI_RELEASED);
+	out->rejected = bhi_counter(bh, BHI_REJECTED);
 	out->timed_out = atomic_load_explicit(&bh->timed_out, memory_order_relaxed);
 	out->cancelled = atomic_load_explicit(&bh->cancelled, memory_order_relaxed);
 	out->over_released = atomic_load_explicit(&bh->over_released, memory_order_relaxed);
