@@ -21,6 +21,7 @@ BH_MAN_PAGES += \
 	docs/man/bh_close.3 \
 	docs/man/bh_set_limit.3 \
 	docs/man/bh_stats.3 \
+	docs/man/bh_gauges.3 \
 	docs/man/bh_now_ns.3 \
 	docs/man/bh_acquire_async.3 \
 	docs/man/bh_cancel_async.3 \

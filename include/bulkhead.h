@@ -20,7 +20,14 @@
  *
  * Every function returns 0 (or a count) on success and a negative errno value
  * on failure. The library never prints, never sets errno and never aborts on
- * bad input. See bulkhead(7) and docs/design.md.
+ * bad input: a NULL handle or required pointer is -EINVAL (NULL from a
+ * function that returns a pointer; ignored by bh_destroy), except on the
+ * per-call hot paths (bh_try_acquire, bh_acquire, bh_release, bh_record_hold,
+ * bh_hist_record), where a valid handle is a precondition, so that the
+ * uncontended acquire and release stay one compare-and-swap each. When more
+ * than one error applies, the first in this order is returned: invalid
+ * arguments (-EINVAL), closed (-ESHUTDOWN), n above the current limit
+ * (-EINVAL), no room (-EBUSY). See bulkhead(7) and docs/design.md.
  */
 #ifndef BULKHEAD_H
 #define BULKHEAD_H
@@ -58,10 +65,12 @@ struct bh_config {
  * handoff (eventual fairness). */
 #define BH_FAIR (1u << 0)
 
-/* Record how long permits are held (grant to release) in stats.hold. Costs
- * two clock reads per acquire/release pair; pairs are matched per thread
- * (an acquire and the next release of the same bulkhead on that thread);
- * record other holds with bh_record_hold. */
+/* Record how long permits are held in stats.hold. Costs two clock reads per
+ * hold. A hold is a thread's: it runs from the acquire that takes the
+ * thread's first permit of this bulkhead (it held none) to the release that
+ * gives back its last, so nested acquires make one hold; a release of more
+ * than the thread acquired (permits taken on another thread) measures
+ * nothing. Record other holds with bh_record_hold. */
 #define BH_TRACK_HOLD (1u << 1)
 
 /* Do not count acquired/released/rejected on the fast paths (the gauges,
@@ -114,10 +123,13 @@ struct bh_stats {
 	uint64_t released;      /* successful releases (calls) */
 	struct bh_hist wait;        /* queued acquires: enqueue to grant */
 	struct bh_hist wait_failed; /* queued acquires: enqueue to timeout, close, cancel */
-	struct bh_hist hold;        /* grant to release (BH_TRACK_HOLD, bh_record_hold) */
+	struct bh_hist hold;        /* a thread's first acquire to its last release
+	                             * (BH_TRACK_HOLD), and bh_record_hold */
 };
 
-/* Create a bulkhead. Returns 0 and sets *out, or -EINVAL / -ENOMEM. */
+/* Create a bulkhead. Returns 0 and sets *out, or -EINVAL (cfg or out NULL,
+ * max_concurrent out of range, an unknown flag), -ENAMETOOLONG (a name of
+ * BH_NAME_MAX bytes or more), -ENOMEM. */
 BH_API int bh_create(const struct bh_config *cfg, bulkhead_t **out);
 
 /* Free a bulkhead. Nobody may be waiting on it or use it afterwards: close
@@ -125,17 +137,20 @@ BH_API int bh_create(const struct bh_config *cfg, bulkhead_t **out);
 BH_API void bh_destroy(bulkhead_t *bh);
 
 /* Take n permits if they are free now; never waits. 0, or -EBUSY, -ESHUTDOWN,
- * -EINVAL (n == 0 or n > limit). */
+ * -EINVAL (n == 0 or n > limit). bh must be valid (a hot path). */
 BH_API int bh_try_acquire(bulkhead_t *bh, uint32_t n);
 
 /* Take n permits, waiting in the FIFO queue until deadline_ns (absolute,
  * CLOCK_MONOTONIC, see bh_now_ns; BH_FOREVER waits forever; a deadline
  * already past behaves like bh_try_acquire). 0, or -EBUSY (queue full),
- * -ETIMEDOUT, -ESHUTDOWN, -EINVAL. A cancellation point. */
+ * -ETIMEDOUT, -ESHUTDOWN, -EINVAL. A cancellation point only while it
+ * sleeps in the queue (a call that succeeds or fails at once leaves a
+ * pending cancellation pending). bh must be valid (a hot path). */
 BH_API int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns);
 
 /* Give back n permits. -EOVERFLOW (and nothing changes) when that would
- * return more permits than are held; -EINVAL when n == 0 or > BH_LIMIT_MAX. */
+ * return more permits than are held; -EINVAL when n == 0 or > BH_LIMIT_MAX.
+ * bh must be valid (a hot path). */
 BH_API int bh_release(bulkhead_t *bh, uint32_t n);
 
 /* Fail every queued waiter and every later acquire with -ESHUTDOWN; releases
@@ -147,21 +162,35 @@ BH_API int bh_close(bulkhead_t *bh);
  * for more than the new limit fail with -EINVAL. */
 BH_API int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent);
 
-/* Fill *out (about 10 KB: three histograms). */
-BH_API void bh_stats(const bulkhead_t *bh, struct bh_stats *out);
+/* Fill *out (about 10 KB: three histograms). 0, or -EINVAL (bh or out is
+ * NULL). */
+BH_API int bh_stats(const bulkhead_t *bh, struct bh_stats *out);
 
-/* The bulkhead's name (never NULL; valid until bh_destroy). */
+/* The three gauges alone, read at one instant (one load of the state word):
+ * cheap enough for every turn of an event loop, small enough for any stack.
+ * The struct never grows. */
+struct bh_gauges {
+	uint64_t limit, in_flight, queued; /* as in struct bh_stats */
+};
+
+/* Fill *out. 0, or -EINVAL (bh or out is NULL). Lock-free, no syscall. */
+BH_API int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out);
+
+/* The bulkhead's name (valid until bh_destroy; NULL only for a NULL bh). */
 BH_API const char *bh_name(const bulkhead_t *bh);
 
 /* Add a hold time measured by the caller (e.g. from submission to final
- * completion of an asynchronous operation) to stats.hold. */
+ * completion of an asynchronous operation) to stats.hold. bh must be valid
+ * (a hot path). */
 BH_API void bh_record_hold(bulkhead_t *bh, uint64_t ns);
 
 /* Histograms. record and merge are not atomic (use them on private copies;
- * the library records its own lock-free). quantile: q in [0, 1], returns ns
- * (0 for an empty histogram). bounds: the bucket's [lower, upper) in ns. */
+ * the library records its own lock-free). record: h must be valid (a hot
+ * path). merge: 0, or -EINVAL (a NULL histogram). quantile: q in [0, 1],
+ * returns ns (0 for an empty or NULL histogram). bounds: the bucket's
+ * [lower, upper) in ns (either pointer may be NULL). */
 BH_API void bh_hist_record(struct bh_hist *h, uint64_t ns);
-BH_API void bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src);
+BH_API int bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src);
 BH_API uint64_t bh_hist_quantile(const struct bh_hist *h, double q);
 BH_API unsigned bh_hist_bucket(uint64_t ns);
 BH_API void bh_hist_bounds(unsigned bucket, uint64_t *lower_ns, uint64_t *upper_ns);

@@ -195,7 +195,7 @@ void bh_destroy(bulkhead_t *bh)
 
 const char *bh_name(const bulkhead_t *bh)
 {
-	return bh->name;
+	return bh ? bh->name : NULL;
 }
 
 /* Fake clocks do not advance while a waiter spins: tests get no spinning. */
@@ -220,6 +220,16 @@ void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns)
 uint64_t bhi_word(const bulkhead_t *bh)
 {
 	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
+}
+
+uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i <= bh->nslots; i++)
+		sum += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
+					    memory_order_relaxed);
+	return sum;
 }
 
 void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c)
@@ -422,7 +432,8 @@ static void serve(struct bulkhead *bh, struct wake_batch *wb)
 /* Take the permits or join the queue, atomically with respect to every
  * release: both decide on the same word, so a release either leaves permits
  * this sees, or sees the waiter counted and takes the lock, which we hold
- * until the node is linked. Returns 0 (taken), 1 (queued) or -errno. */
+ * until the node is linked. Returns 0 (taken), 1 (queued) or -errno, in
+ * refusal()'s order. */
 static int admit(struct bulkhead *bh, struct bh_qlink *l)
 {
 	uint64_t w = load_word(bh), nw;
@@ -455,14 +466,29 @@ static void give_back(struct bulkhead *bh, uint32_t n, struct wake_batch *wb)
 
 /* ---- try / acquire / release -------------------------------------------- */
 
-static BH_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
+/* Why n permits cannot be taken now, in the order of errors every entry
+ * point follows (admit() too): invalid n, closed, more than the limit, no
+ * room. Closed comes before the limit because it is final and the limit
+ * is not: a caller told -ESHUTDOWN stops, one told -EINVAL may retry after
+ * bh_set_limit. */
+static int refusal(uint64_t w, uint32_t n)
 {
-	if (!n_valid(n) || n > w_limit(w))
+	if (!n_valid(n))
 		return -EINVAL;
 	if (w & W_CLOSED)
 		return -ESHUTDOWN;
-	bhi_count(bh, BHI_REJECTED);
+	if (n > w_limit(w))
+		return -EINVAL;
 	return -EBUSY;
+}
+
+static BH_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
+{
+	int r = refusal(w, n);
+
+	if (r == -EBUSY)
+		bhi_count(bh, BHI_REJECTED);
+	return r;
 }
 
 /* The thread's guess of the word (see struct bhi_slot), or the word. */
@@ -574,6 +600,13 @@ int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
 	return refuse(bh, load_word(bh), n);
+}
+
+int bhi_try_take(bulkhead_t *bh, uint32_t n)
+{
+	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
+		return 0;
+	return refusal(load_word(bh), n);
 }
 
 static int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline);
@@ -841,7 +874,7 @@ int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async
 	struct wake_batch wb;
 	int r;
 
-	if (!node || !fn)
+	if (!bh || !node || !fn)
 		return -EINVAL;
 	node->link.kind = KIND_NONE;
 	node->fn = fn;
@@ -870,7 +903,7 @@ int bh_cancel_async(bulkhead_t *bh, struct bh_async *node)
 	struct wake_batch wb;
 	bool queued;
 
-	if (!node)
+	if (!bh || !node)
 		return -EINVAL;
 	lock(bh, &wb);
 	queued = node->link.kind == KIND_ASYNC;
@@ -908,6 +941,8 @@ int bh_close(bulkhead_t *bh)
 	struct wake_batch wb;
 	uint64_t old;
 
+	if (!bh)
+		return -EINVAL;
 	lock(bh, &wb);
 	old = atomic_fetch_or_explicit(&bh->word, W_CLOSED, memory_order_acq_rel);
 	if (!(old & W_CLOSED))
@@ -923,7 +958,7 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 	struct wake_batch wb;
 	uint64_t w, nw;
 
-	if (max_concurrent == 0 || max_concurrent > BH_LIMIT_MAX)
+	if (!bh || max_concurrent == 0 || max_concurrent > BH_LIMIT_MAX)
 		return -EINVAL;
 	lock(bh, &wb);
 	w = load_word(bh);
@@ -939,22 +974,42 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 	return 0;
 }
 
-void bh_stats(const bulkhead_t *bh, struct bh_stats *out)
+/* The gauges from one load of the word. acquire: pairs with the acq_rel CAS
+ * that last changed it, so whatever the caller does on seeing, say, nothing
+ * in flight comes after the release that made it so. */
+static struct bh_gauges gauges_now(const struct bulkhead *bh)
 {
 	uint64_t w = atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
-	uint64_t sum[BHI_NCOUNTERS] = { 0 };
 
-	for (uint32_t i = 0; i <= bh->nslots; i++)
-		for (int c = 0; c < BHI_NCOUNTERS; c++)
-			sum[c] += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
-						       memory_order_relaxed);
+	return (struct bh_gauges){
+		.limit = w_limit(w),
+		.in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w)),
+		.queued = w_nq(w),
+	};
+}
+
+int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out)
+{
+	if (!bh || !out)
+		return -EINVAL;
+	*out = gauges_now(bh);
+	return 0;
+}
+
+int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
+{
+	struct bh_gauges g;
+
+	if (!bh || !out)
+		return -EINVAL;
+	g = gauges_now(bh);
 	memset(out, 0, sizeof(*out));
-	out->limit = w_limit(w);
-	out->in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));
-	out->queued = w_nq(w);
-	out->acquired = sum[BHI_ACQUIRED];
-	out->released = sum[BHI_RELEASED];
-	out->rejected = sum[BHI_REJECTED];
+	out->limit = g.limit;
+	out->in_flight = g.in_flight;
+	out->queued = g.queued;
+	out->acquired = bhi_counter(bh, BHI_ACQUIRED);
+	out->released = bhi_counter(bh, BHI_RELEASED);
+	out->rejected = bhi_counter(bh, BHI_REJECTED);
 	out->timed_out = atomic_load_explicit(&bh->timed_out, memory_order_relaxed);
 	out->cancelled = atomic_load_explicit(&bh->cancelled, memory_order_relaxed);
 	out->over_released = atomic_load_explicit(&bh->over_released, memory_order_relaxed);
@@ -966,4 +1021,5 @@ void bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 		bhi_hist_read(&bh->hold[i], &shard);
 		bh_hist_merge(&out->hold, &shard);
 	}
+	return 0;
 }

@@ -1,6 +1,7 @@
 /* Log-linear latency histograms (layout in include/bulkhead.h). Recording is
  * one relaxed fetch_add on a bucket: lock-free, and nothing else orders
  * against it — histograms are statistics. */
+#include <errno.h>
 #include <string.h>
 
 #include "internal.h"
@@ -51,12 +52,15 @@ void bh_hist_record(struct bh_hist *h, uint64_t ns)
 	h->sum_ns += ns;
 }
 
-void bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src)
+int bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src)
 {
+	if (!dst || !src)
+		return -EINVAL;
 	for (unsigned i = 0; i < BH_HIST_BUCKETS; i++)
 		dst->buckets[i] += src->buckets[i];
 	dst->count += src->count;
 	dst->sum_ns += src->sum_ns;
+	return 0;
 }
 
 /* The middle of the bucket holding the observation of rank ceil(q * count):
@@ -66,7 +70,7 @@ uint64_t bh_hist_quantile(const struct bh_hist *h, double q)
 {
 	uint64_t rank, seen = 0, lo, hi;
 
-	if (h->count == 0)
+	if (!h || h->count == 0)
 		return 0;
 	q = q < 0 ? 0 : q > 1 ? 1 : q;
 	rank = (uint64_t)(q * (double)h->count + 0.999999);

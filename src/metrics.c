@@ -251,7 +251,11 @@ static void put_seconds(struct out *o, uint64_t ns)
 	put(o, "%llu%s%s", (unsigned long long)(ns / BH_SEC), n ? "." : "", frac);
 }
 
-/* One boundary per power of two: the fine buckets below it add up exactly. */
+/* One boundary per power of two: the fine buckets below it add up exactly.
+ * A bucket holds [lower, upper) and observations are whole nanoseconds, so
+ * the buckets below 2^k ns hold exactly the observations <= 2^k - 1 ns: that
+ * is the "le" (less or equal) bound, and an observation of exactly 2^k ns
+ * is counted from the next bound on, as it must be. */
 static void put_histogram(struct out *o, const char *name, const char *bh,
 			  const struct bh_hist *h)
 {
@@ -267,7 +271,7 @@ static void put_histogram(struct out *o, const char *name, const char *bh,
 		}
 		put_sample_start(o, name, "_bucket", bh);
 		put(o, ",le=\"");
-		put_seconds(o, 1ull << shift);
+		put_seconds(o, (1ull << shift) - 1);
 		put(o, "\"} %llu\n", (unsigned long long)cum);
 	}
 	put_sample_start(o, name, "_bucket", bh);

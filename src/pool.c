@@ -392,31 +392,51 @@ static uint32_t cache_trim_locked(struct bh_pool *p)
 	return n;
 }
 
+/*
+ * Neither permit function counts a refusal: the bulkhead's refusal may be
+ * followed by a permit from the cache, or by a second refusal, and the
+ * submission's fate is decided later still (a policy, a close). A refusal
+ * is counted once, where that fate is decided: refused() for -EBUSY, and
+ * policy_took under the lock for a task a policy took instead.
+ */
+
 /* Under the lock: a permit from the cache, else from the bulkhead. 0,
  * -EBUSY (full) or -ESHUTDOWN. */
 static int permit_locked(struct bh_pool *p)
 {
 	if (cache_take_locked(p))
 		return 0;
-	return bh_try_acquire(p->adm, 1);
+	return bhi_try_take(p->adm, 1);
 }
 
 /* Before the lock: with nothing cached, take the bulkhead's permit now, so
  * a full pool refuses in one atomic operation. 1: a permit is held; 0: try
  * the cache under the lock; -EBUSY or -ESHUTDOWN. The hint is read again
- * after a refusal: a permit cached meanwhile means there is room. */
+ * after a refusal: a permit cached meanwhile means there may be room, which
+ * the lock then settles (relaxed: a hint; the cache is read under the lock). */
 static int permit_fast(struct bh_pool *p)
 {
 	int r;
 
 	if (atomic_load_explicit(&p->cached_hint, memory_order_relaxed))
 		return 0;
-	r = bh_try_acquire(p->adm, 1);
+	r = bhi_try_take(p->adm, 1);
 	if (r == 0)
 		return 1;
-	if (r == -EBUSY && atomic_load_explicit(&p->cached_hint, memory_order_acquire))
-		return 0;
+	if (r == -EBUSY) {
+		point(p, BHP_ADMIT_BUSY, NULL);
+		if (atomic_load_explicit(&p->cached_hint, memory_order_relaxed))
+			return 0;
+	}
 	return r;
+}
+
+/* The pool was full and the caller gets -EBUSY: one rejection, counted
+ * without the lock in the admission bulkhead's per-thread slots. */
+static int refused(struct bh_pool *p)
+{
+	bhi_count(p->adm, BHI_REJECTED);
+	return -EBUSY;
 }
 
 /* ---- running a task -------------------------------------------------------- */
@@ -726,6 +746,7 @@ static int run_here(struct bh_pool *p, struct bh_task *t)
 	}
 	p->submitted++;
 	p->caller_ran++;
+	p->policy_took++;
 	unlock(p);
 	advance(t, T_IDLE, T_RUNNING);
 	t->run(t);
@@ -736,15 +757,22 @@ static int run_here(struct bh_pool *p, struct bh_task *t)
 	return 0;
 }
 
-/* DISCARD: drop the newcomer, counted, its done frees what it holds. */
-static void drop_new(struct bh_pool *p, struct bh_task *t)
+/* DISCARD: drop the newcomer, counted, its done frees what it holds. A
+ * pool closed meanwhile refuses it instead, as it refuses every task. */
+static int drop_new(struct bh_pool *p, struct bh_task *t)
 {
 	lock(p);
+	if (p->closing) {
+		unlock(p);
+		return -ESHUTDOWN;
+	}
 	p->submitted++;
 	p->discarded++;
+	p->policy_took++;
 	unlock(p);
 	if (t->done)
 		t->done(t, -ECANCELED);
+	return BH_POOL_DISCARDED;
 }
 
 /* Under the lock: drop a task just taken off the queue. A call's caller is
@@ -784,6 +812,7 @@ static int swap_oldest(struct bh_pool *p, struct bh_task *t)
 	advance(t, T_IDLE, T_QUEUED);
 	q_append(p, t);
 	p->submitted++;
+	p->policy_took++;
 	unlock(p);
 	if (wake)
 		p->ops->wake(p->ops->ctx, wake, false);
@@ -807,10 +836,9 @@ static int submit_full(struct bh_pool *p, struct bh_task *t)
 		/* nothing queued to drop: the newcomer is the oldest */
 		/* fall through */
 	case BH_POOL_DISCARD:
-		drop_new(p, t);
-		return BH_POOL_DISCARDED;
+		return drop_new(p, t);
 	default:
-		return -EBUSY;
+		return refused(p);
 	}
 }
 
@@ -922,13 +950,22 @@ static int wait_call(struct bh_pool *p, struct bh_task *t, uint64_t deadline)
 }
 
 /* The deadline had passed before the call began: the caller has given up
- * before anything ran. Reported like any abandoned task that never started. */
+ * before anything ran. Reported like any abandoned task that never started,
+ * unless the pool is shut down: that outranks the deadline, as it does in
+ * the core (bulkhead(7), the order of errors). */
 static int give_up_early(struct bh_pool *p, struct bh_task *t)
 {
+	bool closing;
+
 	lock(p);
-	p->submitted++;
-	p->abandoned++;
+	closing = p->closing;
+	if (!closing) {
+		p->submitted++;
+		p->abandoned++;
+	}
 	unlock(p);
+	if (closing)
+		return -ESHUTDOWN;
 	if (t->done)
 		t->done(t, -ECANCELED);
 	return -ETIMEDOUT;
@@ -947,9 +984,9 @@ static int call_full(struct bh_pool *p, struct bh_task *t, uint64_t deadline)
 		r = swap_oldest(p, t);
 		if (r == 0)
 			return wait_call(p, t, deadline);
-		return r == -ENOENT ? -EBUSY : r;
+		return r == -ENOENT ? refused(p) : r;
 	default:
-		return -EBUSY;
+		return refused(p);
 	}
 }
 
@@ -1269,12 +1306,14 @@ void bhp_set_spin_ns(bh_pool_t *p, uint64_t ns)
 }
 
 
-void bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
+int bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 {
 	struct bh_pool *p = (struct bh_pool *)cp;
-	struct bh_stats adm;
+	uint64_t refused_busy;
 
-	bh_stats(p->adm, &adm);
+	if (!p || !out)
+		return -EINVAL;
+	refused_busy = bhi_counter(p->adm, BHI_REJECTED);
 	memset(out, 0, sizeof(*out));
 	lock(p);
 	out->alive = p->alive;
@@ -1287,11 +1326,12 @@ void bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 	out->abandoned_running = p->abandoned_running;
 	out->discarded = p->discarded;
 	out->caller_ran = p->caller_ran;
-	out->rejected = adm.rejected + p->no_thread;
+	out->rejected = refused_busy + p->policy_took + p->no_thread;
 	unlock(p);
 	out->core_threads = p->core;
 	out->max_threads = p->max;
 	out->queue_capacity = p->cap;
+	return 0;
 }
 
 const char *bh_pool_name(const bh_pool_t *p)

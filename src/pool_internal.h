@@ -54,6 +54,8 @@ enum bhp_point {
 	BHP_ABANDON,       /* a caller: its wait timed out, about to give up */
 	BHP_WORKER_EXIT,   /* a worker: about to leave the pool */
 	BHP_POLL_START,    /* a poller: its poll window has just been set */
+	BHP_ADMIT_BUSY,    /* a submitter: the admission bulkhead refused its permit,
+	                    * before it looks at the pool's cache of permits again */
 };
 
 /* Wait, wake, clock and thread creation, injectable so tests can drive
@@ -118,6 +120,7 @@ struct bh_pool {
 	uint32_t alive, active, queued, largest, abandoned_running, nthreads, npollers;
 	uint32_t cached; /* admission permits kept for the next tasks */
 	uint64_t submitted, completed, abandoned, discarded, caller_ran, no_thread;
+	uint64_t policy_took; /* full, and the policy took the task: ran, dropped, swapped */
 
 	struct bhp_worker workers[];
 };

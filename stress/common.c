@@ -597,6 +597,13 @@ static void quiesce(struct st_bh *sb)
 	expect_eq(sb, "timed_out", s.timed_out, seen(sb, SO_TIMEDOUT));
 	expect_eq(sb, "cancelled", s.cancelled, seen(sb, SO_CANCELLED));
 	expect_eq(sb, "over_released", s.over_released, 0);
+	/* every queued acquire records its wait once: granted, or failed
+	 * (timed out, closed, shrunk below it, cancelled either way) */
+	expect_eq(sb, "wait.count (queued, granted)", s.wait.count,
+		  atomic_load(&sb->queued_granted));
+	expect_eq(sb, "wait_failed.count (queued, not granted)", s.wait_failed.count,
+		  atomic_load(&sb->queued_ops) - atomic_load(&sb->queued_granted) +
+			  atomic_load(&sb->thread_cancels));
 	if (closed) {
 		expect_ret(sb, "bh_try_acquire(1) after close", bh_try_acquire(sb->bh, 1), -ESHUTDOWN);
 		expect_ret(sb, "a second bh_close", bh_close(sb->bh), -EALREADY);
@@ -898,7 +905,9 @@ static void check_result(struct st_bh *sb, struct st_op *op, int state, bool clo
 	if (r != 0 && granted)
 		st_fail("[%s] permits were granted to the node but the call returned %d: leaked",
 			sb->label, r);
-	if (closed_before && r != -ESHUTDOWN && r != -EINVAL)
+	/* closed outranks every error but invalid arguments (never made
+	 * here): n above the limit is -ESHUTDOWN too once closed */
+	if (closed_before && r != -ESHUTDOWN)
 		st_fail("[%s] returned %d for a call that began after bh_close returned",
 			sb->label, r);
 	switch (r) {
@@ -1002,6 +1011,8 @@ int st_acquire(struct st_bh *sb, struct st_op *op, struct st_rng *rng)
 	check_result(sb, op, state, closed_before, bh_now_ns());
 	if (op->queued)
 		atomic_fetch_add_explicit(&sb->queued_ops, 1, memory_order_relaxed);
+	if (op->queued && op->result == 0)
+		atomic_fetch_add_explicit(&sb->queued_granted, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sb->outcome[outcome_of(op->result)], 1, memory_order_relaxed);
 	if (op->result != 0) {
 		gen_exit(sb, op->gen);

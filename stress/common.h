@@ -15,8 +15,9 @@
  *    queued before the call started and still is after it returned;
  *  - results: every return value is legal for the call and agrees with the
  *    observers (0 after queueing only if a grant was observed, never a grant
- *    followed by an error), -ESHUTDOWN only once a close began, -EINVAL only
- *    when the limit in force was below n, -ETIMEDOUT never before the
+ *    followed by an error), -ESHUTDOWN only once a close began and always
+ *    once it ended, -EINVAL only when the limit in force was below n (and
+ *    never after a close), -ETIMEDOUT never before the
  *    deadline and within a stated slack after it;
  *  - no lost wakeup: a watchdog samples each bulkhead under its lock and
  *    fails the run, dumping the word and both queues, when a head waiter
@@ -138,6 +139,7 @@ struct st_bh {
 
 	_Atomic uint64_t outcome[SO_N];
 	_Atomic uint64_t releases, queued_ops, async_ops, late_max_ns;
+	_Atomic uint64_t queued_granted; /* queued_ops that returned 0 */
 	_Atomic uint64_t thread_cancels; /* pthread_cancel landed in an acquire */
 	_Atomic uint64_t checks[SC_N];
 	_Atomic uint64_t wait_ret[SW_NRET], faults_hit[SF_NFAULTS];

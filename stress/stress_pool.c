@@ -42,6 +42,7 @@ struct rec {
 	int ret;
 	uint8_t kind;
 	_Atomic bool ret_set;
+	_Atomic bool on_caller; /* run ran on the submitting thread */
 };
 
 struct round {
@@ -52,6 +53,7 @@ struct round {
 	_Atomic uint32_t nrecs;
 	_Atomic int running; /* tasks running on pool threads now */
 	_Atomic bool stop, closed;
+	int dropped_now; /* what bh_pool_shutdown_now dropped from the queue */
 };
 
 struct stask {
@@ -117,6 +119,7 @@ static void s_run(struct bh_task *t)
 	uint64_t end;
 
 	atomic_fetch_add(&rc->runs, 1);
+	atomic_store(&rc->on_caller, !on_pool);
 	if (on_pool) {
 		int n = atomic_fetch_add(&st->r->running, 1) + 1;
 
@@ -339,11 +342,16 @@ static void random_config(struct round *r, uint64_t *seed, unsigned idx)
 	c->flags = rnd(seed) % 3 == 0 ? BH_POOL_PRESTART : 0;
 }
 
-/* The pool's final counters against the records' tallies. */
+/* The pool's final counters against the records' tallies, each exact.
+ * rejected counts what a full pool refused (-EBUSY, -EAGAIN) and what its
+ * policy took instead: run by the caller, dropped new, or queued in place
+ * of the oldest task, which is then dropped unrun. Those drops are the
+ * queued tasks dropped in all, less what bh_pool_shutdown_now dropped. */
 static void check_records(struct round *r, const struct bh_pool_stats *st)
 {
 	uint32_t n = atomic_load(&r->nrecs);
 	uint64_t completed = 0, abandoned = 0, discarded = 0, caller_ran = 0, taken = 0, busy = 0;
+	uint64_t dropped_queued = 0;
 
 	if (n > RECS)
 		n = RECS;
@@ -369,9 +377,13 @@ static void check_records(struct round *r, const struct bh_pool_stats *st)
 			taken += ret >= 0;
 			completed += ret == 0 && status == 0;
 			discarded += ret == BH_POOL_DISCARDED || (ret == 0 && status == -ECANCELED);
+			dropped_queued += ret == 0 && status == -ECANCELED;
 			caller_ran += ret == BH_POOL_CALLER_RAN;
-			busy += ret == -EBUSY || ret == BH_POOL_CALLER_RAN || ret == BH_POOL_DISCARDED;
+			busy += ret == -EBUSY || ret == -EAGAIN || ret == BH_POOL_CALLER_RAN ||
+				ret == BH_POOL_DISCARDED;
 		} else {
+			bool here = atomic_load(&c->on_caller);
+
 			if (ret == 0)
 				ok = runs == 1 && dones == 0;
 			else if (ret == -ETIMEDOUT)
@@ -381,12 +393,10 @@ static void check_records(struct round *r, const struct bh_pool_stats *st)
 			taken += ret == 0 || ret == -ETIMEDOUT || ret == -ECANCELED;
 			abandoned += ret == -ETIMEDOUT;
 			discarded += ret == -ECANCELED;
-			busy += ret == -EBUSY;
-		}
-		if (ret == 0 && c->kind == CALL) {
-			/* ran on the pool (completed) or on the caller (CALLER_RUNS);
-			 * tell them apart by the pool's count below */
-			completed++;
+			dropped_queued += ret == -ECANCELED;
+			completed += ret == 0 && !here;
+			caller_ran += ret == 0 && here; /* CALLER_RUNS */
+			busy += ret == -EBUSY || ret == -EAGAIN || (ret == 0 && here);
 		}
 		check(ok, "a task was not reported as its result promised");
 		if (!ok)
@@ -394,14 +404,20 @@ static void check_records(struct round *r, const struct bh_pool_stats *st)
 				  runs, dones, status);
 		tot[T_SHUTDOWN] += ret == -ESHUTDOWN;
 	}
-	/* calls returning 0 were counted as completed; those run by the
-	 * caller are in caller_ran on the pool's side */
-	check(st->completed + st->caller_ran == completed + caller_ran, "completed + caller_ran differ");
+	check(dropped_queued >= (uint64_t)r->dropped_now, "shutdown_now dropped tasks nobody saw dropped");
+	busy += dropped_queued - (uint64_t)r->dropped_now; /* DISCARD_OLDEST's swaps */
+	check(st->completed == completed, "completed differs from the records");
+	check(st->caller_ran == caller_ran, "caller_ran differs from the records");
 	check(st->abandoned == abandoned, "abandoned differs from the records");
 	check(st->discarded == discarded, "discarded differs from the records");
 	check(st->submitted == taken, "submitted differs from the records");
-	check(st->rejected >= busy, "fewer rejections than -EBUSY and policy results");
-	check(st->caller_ran >= caller_ran, "caller_ran below plain CALLER_RAN results");
+	check(st->rejected == busy, "rejected differs from the refusals and policy results seen");
+	if (st->rejected != busy || st->completed != completed || st->caller_ran != caller_ran)
+		violation("round %s policy %d: rejected %llu (seen %llu), completed %llu (%llu), "
+			  "caller_ran %llu (%llu)", r->name, (int)r->cfg.policy,
+			  (unsigned long long)st->rejected, (unsigned long long)busy,
+			  (unsigned long long)st->completed, (unsigned long long)completed,
+			  (unsigned long long)st->caller_ran, (unsigned long long)caller_ran);
 	tot[T_TASKS] += n;
 	tot[T_COMPLETED] += st->completed;
 	tot[T_ABANDONED] += st->abandoned;
@@ -418,6 +434,7 @@ static void shut_down(struct round *r, uint64_t *seed)
 	case 0:
 		left = bh_pool_shutdown_now(r->pool);
 		check(left >= 0 && left <= (int)r->cfg.queue_capacity, "shutdown_now dropped too many");
+		r->dropped_now = left;
 		break;
 	case 1:
 		left = bh_pool_shutdown(r->pool, 0);

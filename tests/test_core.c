@@ -24,7 +24,12 @@ static void test_create_rejects_bad_config(void **state)
 	cfg.max_concurrent = 4;
 	cfg.flags = 1u << 7;
 	assert_int_equal(bh_create(&cfg, &bh), -EINVAL);
+	cfg.flags = BH_FAIR | 1u << 3;
+	assert_int_equal(bh_create(&cfg, &bh), -EINVAL);
 	assert_ptr_equal(bh, (bulkhead_t *)&cfg); /* untouched on failure */
+	cfg.flags = BH_FAIR | BH_TRACK_HOLD | BH_NO_STATS; /* every flag is valid */
+	assert_int_equal(bh_create(&cfg, &bh), 0);
+	bh_destroy(bh);
 	cfg.flags = 0;
 	cfg.max_concurrent = BH_LIMIT_MAX;
 	assert_int_equal(bh_create(&cfg, &bh), 0);
@@ -66,6 +71,103 @@ static void test_bad_n_everywhere(void **state)
 	assert_int_equal(st.in_flight, 0);
 	assert_int_equal(st.limit, 4);
 	assert_int_equal(st.rejected, 0); /* bad input is not a rejection */
+	bh_destroy(bh);
+}
+
+/* One order of errors on every acquiring entry point: invalid arguments,
+ * then closed, then more than the current limit, then no room. */
+enum entry { E_TRY, E_PAST, E_TIMED, E_FOREVER, E_ASYNC, E_N };
+
+static int acquire_by(bulkhead_t *bh, enum entry e, uint32_t n)
+{
+	static struct bh_async node;
+
+	switch (e) {
+	case E_TRY:
+		return bh_try_acquire(bh, n);
+	case E_PAST:
+		return bh_acquire(bh, n, 0);
+	case E_TIMED:
+		return bh_acquire(bh, n, bh_now_ns() + 10 * BH_SEC);
+	case E_FOREVER:
+		return bh_acquire(bh, n, BH_FOREVER);
+	default:
+		return bh_acquire_async(bh, &node, n, never_called, NULL);
+	}
+}
+
+static void test_error_precedence(void **state)
+{
+	bulkhead_t *full = make_bh(1, 0, 0), *roomy = make_bh(1, 4, 0);
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(full, 1), 0); /* no permit, no queue room */
+	assert_int_equal(bh_try_acquire(roomy, 1), 0); /* no permit, queue room */
+	for (int e = 0; e < E_N; e++) {
+		assert_int_equal(acquire_by(full, e, 0), -EINVAL);
+		assert_int_equal(acquire_by(full, e, BH_LIMIT_MAX + 1), -EINVAL);
+		assert_int_equal(acquire_by(full, e, 2), -EINVAL); /* not -EBUSY */
+		assert_int_equal(acquire_by(full, e, 1), -EBUSY);
+		assert_int_equal(acquire_by(roomy, e, 2), -EINVAL); /* never queued */
+	}
+	assert_int_equal(stats_of(full).rejected, E_N);
+	assert_int_equal(stats_of(roomy).queued, 0);
+	assert_int_equal(bh_close(full), 0);
+	assert_int_equal(bh_close(roomy), 0);
+	for (int e = 0; e < E_N; e++) {
+		assert_int_equal(acquire_by(full, e, 0), -EINVAL);
+		assert_int_equal(acquire_by(full, e, BH_LIMIT_MAX + 1), -EINVAL);
+		assert_int_equal(acquire_by(full, e, 2), -ESHUTDOWN); /* not -EINVAL */
+		assert_int_equal(acquire_by(full, e, 1), -ESHUTDOWN); /* not -EBUSY */
+		assert_int_equal(acquire_by(roomy, e, 2), -ESHUTDOWN);
+		assert_int_equal(acquire_by(roomy, e, 1), -ESHUTDOWN);
+	}
+	struct bh_async a;
+	assert_int_equal(bh_acquire_async(full, &a, 1, NULL, NULL), -EINVAL);
+	assert_int_equal(bh_acquire_async(full, NULL, 1, never_called, NULL), -EINVAL);
+	assert_int_equal(stats_of(full).rejected, E_N); /* closed is not a rejection */
+	assert_int_equal(bh_release(full, 1), 0);
+	assert_int_equal(bh_release(roomy, 1), 0);
+	bh_destroy(full);
+	bh_destroy(roomy);
+}
+
+/* One rule for NULL: -EINVAL, or NULL from a function returning a pointer,
+ * or 0 from one returning a value, everywhere but the hot paths (which take
+ * a valid handle as a precondition); destroy ignores NULL. */
+static void test_null_handles(void **state)
+{
+	bulkhead_t *bh = make_bh(2, 1, 0);
+	struct bh_stats st;
+	struct bh_hist h;
+	struct bh_async a;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	bh_hist_record(&h, 5000);
+	assert_int_equal(bh_close(NULL), -EINVAL);
+	assert_int_equal(bh_set_limit(NULL, 1), -EINVAL);
+	assert_int_equal(bh_set_limit(NULL, 0), -EINVAL);
+	assert_int_equal(bh_stats(NULL, &st), -EINVAL);
+	assert_int_equal(bh_stats(bh, NULL), -EINVAL);
+	assert_null(bh_name(NULL));
+	assert_int_equal(bh_acquire_async(NULL, &a, 1, never_called, NULL), -EINVAL);
+	assert_int_equal(bh_acquire_async(NULL, &a, 0, never_called, NULL), -EINVAL);
+	assert_int_equal(bh_cancel_async(NULL, &a), -EINVAL);
+	assert_int_equal(bh_hist_merge(NULL, &h), -EINVAL);
+	assert_int_equal(bh_hist_merge(&h, NULL), -EINVAL);
+	assert_int_equal(bh_hist_quantile(NULL, 0.5), 0);
+	bh_hist_bounds(3, NULL, NULL); /* both outputs are optional */
+	bh_destroy(NULL);
+	/* nothing above touched bh, and the checked calls work with it */
+	assert_int_equal(bh_stats(bh, &st), 0);
+	assert_int_equal(st.limit, 2);
+	assert_int_equal(st.acquired + st.rejected + st.cancelled, 0);
+	assert_int_equal(bh_hist_merge(&h, &h), 0);
+	assert_int_equal(h.count, 2);
+	assert_int_equal(bh_hist_quantile(&h, 0.5), bh_hist_quantile(&h, 1.0));
+	assert_int_equal(bh_set_limit(bh, 1), 0);
+	assert_int_equal(bh_close(bh), 0);
 	bh_destroy(bh);
 }
 
@@ -819,6 +921,81 @@ static void *fake_cancel_main(void *p)
 	return NULL;
 }
 
+/* A cancellation already pending when bh_acquire is called is acted on only
+ * if the call sleeps in the queue. A call that takes its permits, or fails,
+ * at once returns normally; the request waits for the next cancellation
+ * point (here pthread_testcancel, after the release). */
+struct pending_arg {
+	bulkhead_t *bh;
+	int cancel, result, release; /* checked by the test thread */
+	_Atomic int stage; /* 1: bh_acquire returned; 2: released, about to testcancel */
+};
+
+static void *pending_cancel_main(void *arg)
+{
+	struct pending_arg *a = arg;
+
+	a->cancel = pthread_cancel(pthread_self()); /* deferred: pending */
+	a->result = bh_acquire(a->bh, 1, BH_FOREVER);
+	atomic_store(&a->stage, 1);
+	if (a->result == 0)
+		a->release = bh_release(a->bh, 1);
+	atomic_store(&a->stage, 2);
+	pthread_testcancel();
+	atomic_store(&a->stage, 3); /* never */
+	return NULL;
+}
+
+static void run_pending(bulkhead_t *bh, struct pending_arg *a)
+{
+	pthread_t t;
+	void *ret;
+
+	*a = (struct pending_arg){ .bh = bh, .result = 99 };
+	assert_int_equal(pthread_create(&t, NULL, pending_cancel_main, a), 0);
+	pthread_join(t, &ret);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(a->cancel, 0);
+	assert_int_equal(a->release, 0);
+}
+
+static void test_pending_cancel_only_when_waiting(void **state)
+{
+	bulkhead_t *free_bh = make_bh(1, 1, 0), *full = make_bh(1, 0, 0), *wait = make_bh(1, 1, 0);
+	struct pending_arg a;
+	struct bh_stats st;
+
+	(void)state;
+	run_pending(free_bh, &a); /* a free permit: taken, then released */
+	assert_int_equal(a.result, 0);
+	assert_int_equal(atomic_load(&a.stage), 2);
+	st = stats_of(free_bh);
+	assert_int_equal(st.acquired, 1);
+	assert_int_equal(st.released, 1);
+	assert_int_equal(st.cancelled, 0);
+	assert_int_equal(st.in_flight, 0);
+
+	assert_int_equal(bh_try_acquire(full, 1), 0); /* no permit, no queue room */
+	run_pending(full, &a);
+	assert_int_equal(a.result, -EBUSY);
+	assert_int_equal(atomic_load(&a.stage), 2);
+	assert_int_equal(stats_of(full).rejected, 1);
+
+	assert_int_equal(bh_try_acquire(wait, 1), 0); /* it must queue: cancelled there */
+	run_pending(wait, &a);
+	assert_int_equal(a.result, 99);
+	assert_int_equal(atomic_load(&a.stage), 0);
+	st = stats_of(wait);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.cancelled, 1);
+	assert_int_equal(st.in_flight, 1);
+	assert_int_equal(bh_release(wait, 1), 0);
+	assert_int_equal(bh_release(full, 1), 0);
+	bh_destroy(free_bh);
+	bh_destroy(full);
+	bh_destroy(wait);
+}
+
 static void test_cancel_after_grant_passes_permits_on(void **state)
 {
 	bulkhead_t *bh = make_bh(1, 8, BH_FAIR);
@@ -955,6 +1132,52 @@ static void test_counters_add_up_across_threads(void **state)
 }
 
 /* The closed bit survives every other CAS on the word (tokio #8020). */
+/* bh_gauges reads what bh_stats reads for the gauges, through queueing, a
+ * shrink below in_flight and a grant; bad input is -EINVAL. */
+static void expect_gauges(bulkhead_t *bh, uint64_t limit, uint64_t in_flight, uint64_t queued)
+{
+	struct bh_gauges g;
+	struct bh_stats st = stats_of(bh);
+
+	memset(&g, 0xa5, sizeof(g));
+	assert_int_equal(bh_gauges(bh, &g), 0);
+	assert_int_equal(g.limit, limit);
+	assert_int_equal(g.in_flight, in_flight);
+	assert_int_equal(g.queued, queued);
+	assert_int_equal(st.limit, g.limit);
+	assert_int_equal(st.in_flight, g.in_flight);
+	assert_int_equal(st.queued, g.queued);
+}
+
+static void test_gauges(void **state)
+{
+	bulkhead_t *bh = make_bh(2, 2, BH_FAIR);
+	struct waiter_arg a = { .bh = bh, .n = 1, .deadline = BH_FOREVER };
+	struct bh_gauges g;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(sizeof(struct bh_gauges), 3 * sizeof(uint64_t));
+	assert_int_equal(bh_gauges(NULL, &g), -EINVAL);
+	assert_int_equal(bh_gauges(bh, NULL), -EINVAL);
+	expect_gauges(bh, 2, 0, 0);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	expect_gauges(bh, 2, 2, 0);
+	assert_int_equal(pthread_create(&t, NULL, waiter_main, &a), 0);
+	await_queued(bh, 1);
+	expect_gauges(bh, 2, 2, 1);
+	assert_int_equal(bh_set_limit(bh, 1), 0); /* in flight above the limit */
+	expect_gauges(bh, 1, 2, 1);
+	assert_int_equal(bh_release(bh, 2), 0); /* the waiter gets the one permit */
+	pthread_join(t, NULL);
+	assert_int_equal(a.result, 0);
+	expect_gauges(bh, 1, 1, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_close(bh), 0);
+	expect_gauges(bh, 1, 0, 0);
+	bh_destroy(bh);
+}
+
 static void test_flags_survive_cas(void **state)
 {
 	bulkhead_t *bh = make_bh(8, 8, 0);
@@ -979,6 +1202,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create_rejects_bad_config),
 		cmocka_unit_test(test_bad_n_everywhere),
+		cmocka_unit_test(test_error_precedence),
+		cmocka_unit_test(test_null_handles),
 		cmocka_unit_test(test_errno_untouched),
 		cmocka_unit_test(test_try_acquire_and_release),
 		cmocka_unit_test(test_over_release_changes_nothing),
@@ -1005,10 +1230,12 @@ int main(void)
 		cmocka_unit_test(test_shrink_takes_effect_as_holders_release),
 		cmocka_unit_test(test_shrink_fails_oversized_waiters),
 		cmocka_unit_test(test_pthread_cancel_waiter),
+		cmocka_unit_test(test_pending_cancel_only_when_waiting),
 		cmocka_unit_test(test_cancel_after_grant_passes_permits_on),
 		cmocka_unit_test(test_async_basics),
 		cmocka_unit_test(test_async_and_blocking_share_fifo),
 		cmocka_unit_test(test_counters_add_up_across_threads),
+		cmocka_unit_test(test_gauges),
 		cmocka_unit_test(test_flags_survive_cas),
 	};
 

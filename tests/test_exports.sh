@@ -1,5 +1,8 @@
 #!/bin/sh
-# Fails when the shared library exports anything but bh_* functions.
+# Fails when the shared library exports anything but bh_* functions, or when
+# an export carries the wrong symbol version: a name listed in a later node
+# of src/libbulkhead.map must carry that node's version (an exact name
+# outranks the first node's bh_* glob), every other one LIBBULKHEAD_0.1.
 so=$(ls "${top_builddir:-.}"/src/.libs/libbulkhead.so.* 2>/dev/null | head -n 1)
 [ -n "$so" ] || { echo "no shared library built: skip"; exit 77; }
 nm=${NM:-nm}
@@ -9,4 +12,25 @@ if [ -n "$bad" ]; then
 fi
 n=$($nm -D --defined-only "$so" | awk '$2 == "T"' | grep -c ' bh_')
 [ "$n" -ge 9 ] || { echo "only $n bh_ functions exported"; exit 1; }
-echo "ok: $n bh_ functions exported, nothing else"
+
+map="${top_srcdir:-.}/src/libbulkhead.map"
+command -v readelf >/dev/null 2>&1 || { echo "ok: $n bh_ functions exported (no readelf: versions unchecked)"; exit 0; }
+# "name node" for every name listed without a wildcard in a node after the first
+later=$(sed 's,/\*.*\*/,,' "$map" | awk '
+	/^[A-Z_0-9.]+ *\{/ { node = $1; nodes++ }
+	nodes > 1 && /^[ \t]+[a-z_0-9]+;/ { name = $1; sub(/;/, "", name); print name, node }')
+fails=0
+for s in $(readelf --dyn-syms -W "$so" | awk '$7 != "UND" && $8 ~ /^bh_/ {print $8}'); do
+	name=${s%%@*}
+	want=$(echo "$later" | awk -v n="$name" '$1 == n {print $2}')
+	want=${want:-LIBBULKHEAD_0.1}
+	if [ "$s" != "$name@@$want" ]; then
+		echo "FAIL: $s, expected $name@@$want"; fails=$((fails + 1))
+	fi
+done
+for name in $(echo "$later" | awk '{print $1}'); do
+	readelf --dyn-syms -W "$so" | awk '{print $8}' | grep -q "^$name@@" ||
+		{ echo "FAIL: $name is listed in $map but not exported"; fails=$((fails + 1)); }
+done
+[ "$fails" -eq 0 ] || exit 1
+echo "ok: $n bh_ functions exported, nothing else, each at its version"

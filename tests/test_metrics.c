@@ -457,10 +457,10 @@ static void test_prometheus_round_trip(void **state)
 	assert_true(find(s, n, "bulkhead_rejected_total", weird, NULL)->value == 1);
 	check_histogram(s, n, "bulkhead_hold_seconds", "inventory", &st[1].hold);
 	assert_int_equal(st[1].hold.count, 1);
-	/* 3 ms wait: counted from le=4.194304 ms up, not below 2.097152 ms */
-	assert_true(find(s, n, "bulkhead_wait_seconds_bucket", "inventory", "0.004194304")->value ==
+	/* 3 ms wait: counted from le=4.194303 ms up, not at 2.097151 ms */
+	assert_true(find(s, n, "bulkhead_wait_seconds_bucket", "inventory", "0.004194303")->value ==
 		    1);
-	assert_true(find(s, n, "bulkhead_wait_seconds_bucket", "inventory", "0.002097152")->value ==
+	assert_true(find(s, n, "bulkhead_wait_seconds_bucket", "inventory", "0.002097151")->value ==
 		    0);
 	for (int i = 0; i < n; i++) /* no hold histogram for the untracked one */
 		assert_false(!strcmp(s[i].metric, "bulkhead_hold_seconds_count") &&
@@ -483,6 +483,70 @@ static void test_prometheus_round_trip(void **state)
 	fclose(tmp);
 	bh_destroy(bhs[0]);
 	bh_destroy(bhs[1]);
+}
+
+/* An "le" value as exact nanoseconds: whole seconds, then up to 9 digits. */
+static uint64_t le_ns(const char *le)
+{
+	char *end;
+	uint64_t ns = strtoull(le, &end, 10) * BH_SEC, scale = BH_SEC;
+
+	if (*end == '.')
+		for (const char *p = end + 1; *p; p++) {
+			assert_true(*p >= '0' && *p <= '9' && scale > 1);
+			scale /= 10;
+			ns += (uint64_t)(*p - '0') * scale;
+		}
+	else
+		assert_int_equal(*end, '\0');
+	return ns;
+}
+
+/* Observations exactly on and beside every power of two: each cumulative
+ * bucket counts exactly the observations less than or equal to its "le". */
+static void test_prometheus_bounds_exact(void **state)
+{
+	struct bh_config cfg = { .max_concurrent = 1, .name = "edges", .flags = BH_TRACK_HOLD };
+	static uint64_t obs[1 + 3 * (BH_HIST_MAX_SHIFT - BH_HIST_MIN_SHIFT + 3)];
+	static char text[256 * 1024];
+	static struct sample s[MAX_SAMPLES];
+	unsigned nobs = 0, seen = 0;
+	bulkhead_t *bh;
+
+	(void)state;
+	assert_int_equal(bh_create(&cfg, &bh), 0);
+	obs[nobs++] = 0;
+	for (unsigned k = BH_HIST_MIN_SHIFT - 1; k <= BH_HIST_MAX_SHIFT + 1; k++) {
+		obs[nobs++] = (1ull << k) - 1;
+		obs[nobs++] = 1ull << k;
+		obs[nobs++] = (1ull << k) + 1;
+	}
+	for (unsigned i = 0; i < nobs; i++)
+		bh_record_hold(bh, obs[i]);
+	struct bh_metric_set set = { .bulkheads = &bh, .n_bulkheads = 1 };
+	ssize_t len = bh_metrics_prometheus(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	int n = parse_prometheus(text, s);
+	for (int i = 0; i < n; i++) {
+		uint64_t le, want = 0;
+
+		if (strcmp(s[i].metric, "bulkhead_hold_seconds_bucket") || !strcmp(s[i].le, "+Inf"))
+			continue;
+		le = le_ns(s[i].le);
+		for (unsigned j = 0; j < nobs; j++)
+			want += obs[j] <= le;
+		if (s[i].value != (double)want)
+			fail_msg("le=\"%s\": %.0f observations, %llu are <= %llu ns", s[i].le,
+				 s[i].value, (unsigned long long)want, (unsigned long long)le);
+		seen++;
+	}
+	assert_int_equal(seen, BH_HIST_MAX_SHIFT - BH_HIST_MIN_SHIFT + 1);
+	/* 0, 511, 512, 513 and 1023 ns; 1024 ns is above */
+	assert_true(find(s, n, "bulkhead_hold_seconds_bucket", "edges", "0.000001023")->value == 5);
+	assert_true(find(s, n, "bulkhead_hold_seconds_bucket", "edges", "68.719476735")->value ==
+		    nobs - 5); /* 2^36, 2^36 + 1 and the three around 2^37 are above */
+	assert_true(find(s, n, "bulkhead_hold_seconds_bucket", "edges", "+Inf")->value == nobs);
+	bh_destroy(bh);
 }
 
 static void test_json(void **state)
@@ -583,6 +647,22 @@ static void test_export_bad_input(void **state)
 	assert_int_equal(bh_metrics_prometheus(&bad, buf, sizeof(buf)), -EINVAL);
 	assert_int_equal(bh_metrics_json(&empty, NULL, 5), -EINVAL);
 	assert_int_equal(bh_metrics_prometheus_file(&empty, NULL), -EINVAL);
+	/* a NULL pool, or a NULL array with a count, is bad input in every form */
+	bh_pool_t *no_pool[1] = { NULL };
+	struct bh_metric_set bad_pool = { .pools = no_pool, .n_pools = 1 };
+	struct bh_metric_set no_array = { .n_bulkheads = 1 }, no_pools = { .n_pools = 2 };
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	for (int i = 0; i < 3; i++) {
+		const struct bh_metric_set *set = i == 0 ? &bad_pool : i == 1 ? &no_array : &no_pools;
+
+		assert_int_equal(bh_metrics_prometheus(set, buf, sizeof(buf)), -EINVAL);
+		assert_int_equal(bh_metrics_json(set, buf, sizeof(buf)), -EINVAL);
+		assert_int_equal(bh_metrics_prometheus_file(set, f), -EINVAL);
+		assert_int_equal(bh_metrics_json_file(set, f), -EINVAL);
+	}
+	assert_int_equal(ftell(f), 0); /* nothing written */
+	fclose(f);
 	assert_int_equal(bh_metrics_prometheus(&empty, buf, sizeof(buf)), 0);
 	assert_int_equal(bh_metrics_json(&empty, buf, sizeof(buf)), 28);
 	assert_string_equal(buf, "{\"bulkheads\":[]"); /* cut to fit */
@@ -614,16 +694,30 @@ static void *hammer_main(void *p)
 	return NULL;
 }
 
+/* The core's grant observer: every queued acquire that got its permits. */
+static _Atomic uint64_t grants_seen;
+
+static void count_grant(void *ctx, const struct bh_qlink *l)
+{
+	(void)ctx;
+	(void)l;
+	atomic_fetch_add(&grants_seen, 1);
+}
+
 static void test_counters_add_up(void **state)
 {
 	enum { T = 6 };
 	bulkhead_t *bh = make_bh(2, 3, BH_TRACK_HOLD);
+	struct bhi_sync_ops ops = bhi_futex_ops;
 	struct hammer h[T];
 	pthread_t t[T];
 	long ok = 0, busy = 0, timeout = 0;
 	struct bh_stats st;
 
 	(void)state;
+	ops.granted = count_grant;
+	atomic_store(&grants_seen, 0);
+	bhi_set_sync_ops(bh, &ops); /* the real futex, observed */
 	for (int i = 0; i < T; i++) {
 		h[i] = (struct hammer){ .bh = bh };
 		assert_int_equal(pthread_create(&t[i], NULL, hammer_main, &h[i]), 0);
@@ -638,7 +732,7 @@ static void test_counters_add_up(void **state)
 	assert_int_equal(st.rejected, busy);
 	assert_int_equal(st.timed_out, timeout);
 	assert_int_equal(st.wait_failed.count, timeout);
-	assert_true(st.wait.count <= (uint64_t)ok);
+	assert_int_equal(st.wait.count, atomic_load(&grants_seen)); /* granted after queueing */
 	assert_int_equal(st.hold.count, ok); /* every pair was on one thread */
 	assert_int_equal(st.in_flight, 0);
 	bh_destroy(bh);
@@ -657,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_no_stats_flag),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_prometheus_round_trip),
+		cmocka_unit_test(test_prometheus_bounds_exact),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_pool_export),
 		cmocka_unit_test(test_export_bad_input),

@@ -398,6 +398,10 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(bh_pool_shutdown_now(NULL), -EINVAL);
 	assert_null(bh_pool_name(NULL));
 	assert_false(bh_task_cancelled(NULL));
+	struct bh_pool_stats none;
+	assert_int_equal(bh_pool_stats(NULL, &none), -EINVAL);
+	assert_int_equal(bh_pool_stats(p, NULL), -EINVAL);
+	assert_int_equal(bh_pool_stats(p, &none), 0);
 	assert_int_equal(tt.dones, 0);
 	struct bh_pool_stats st = pstats(p);
 	assert_int_equal(st.submitted, 0);
@@ -737,6 +741,7 @@ static void test_discard_oldest_policy(void **state)
 	struct bh_pool_stats st = pstats(p);
 	assert_int_equal(st.discarded, 2);
 	assert_int_equal(st.queued, 2);
+	assert_int_equal(st.rejected, 2); /* d and e found the pool full */
 	gate_open(&g);
 	AWAIT(pstats(p).completed == 3);
 	assert_true(d.start_order < e.start_order);
@@ -752,8 +757,180 @@ static void test_discard_oldest_policy(void **state)
 	assert_int_equal(bh_pool_submit(p, &b.task), BH_POOL_DISCARDED);
 	assert_int_equal(b.status, -ECANCELED);
 	assert_int_equal(bh_pool_call(p, &c.task, BH_FOREVER), -EBUSY);
+	assert_int_equal(pstats(p).rejected, 2);
 	gate_open(&g);
 	bh_pool_destroy(p);
+}
+
+/* ---- rejections are counted once, where the pool decides -------------------- */
+
+static bh_pool_t *hook_pool;
+static struct gate *hook_gate;
+static _Atomic int hook_hits;
+
+/* At the first refusal by the admission bulkhead: the running task ends and
+ * its permit goes to the pool's cache before the submitter looks there. */
+static void point_finish_on_refusal(struct vsync *v, enum bhp_point p, struct bh_task *t)
+{
+	(void)v;
+	(void)t;
+	if (p != BHP_ADMIT_BUSY || atomic_fetch_add(&hook_hits, 1) != 0)
+		return;
+	gate_open(hook_gate);
+	AWAIT(atomic_load(&hook_pool->cached_hint) == 1);
+}
+
+/* Refused by the bulkhead, then served from the cache: an accepted task,
+ * and no rejection. */
+static void test_refusal_then_cache_is_no_rejection(void **state)
+{
+	struct vsync v;
+	struct ttask a, b;
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	hook_pool = make_pool(1, 1, 0, BH_POOL_ABORT, &v);
+	hook_gate = &g;
+	atomic_store(&hook_hits, 0);
+	v.point = point_finish_on_refusal;
+	assert_int_equal(bh_pool_submit(hook_pool, &a.task), 0); /* the cached permit */
+	assert_int_equal(bh_pool_submit(hook_pool, &b.task), 0);
+	assert_int_equal(atomic_load(&hook_hits), 1);
+	AWAIT(b.dones == 1);
+	struct bh_pool_stats st = pstats(hook_pool);
+	assert_int_equal(st.submitted, 2);
+	assert_int_equal(st.rejected, 0);
+	assert_int_equal(bh_pool_destroy(hook_pool), 0);
+}
+
+/* At the first refusal: the pool is shut down before the policy acts. */
+static void point_close_on_refusal(struct vsync *v, enum bhp_point p, struct bh_task *t)
+{
+	(void)v;
+	(void)t;
+	if (p == BHP_ADMIT_BUSY && atomic_fetch_add(&hook_hits, 1) == 0)
+		assert_int_equal(bh_pool_shutdown_now(hook_pool), 0);
+}
+
+/* A full pool closes while a submission is refused: the policy finds it
+ * closed (-ESHUTDOWN, nothing counted), while a refusal already decided
+ * (-EBUSY) is counted. Either way rejected equals what the callers saw. */
+static void test_close_races_refusal(void **state)
+{
+	static const struct {
+		enum bh_pool_policy policy;
+		bool call;
+		int want;
+	} cases[] = {
+		{ BH_POOL_ABORT, false, -EBUSY },
+		{ BH_POOL_ABORT, true, -EBUSY },
+		{ BH_POOL_CALLER_RUNS, false, -ESHUTDOWN },
+		{ BH_POOL_CALLER_RUNS, true, -ESHUTDOWN },
+		{ BH_POOL_DISCARD, false, -ESHUTDOWN },
+		{ BH_POOL_DISCARD, true, -EBUSY },
+		{ BH_POOL_DISCARD_OLDEST, false, -ESHUTDOWN },
+		{ BH_POOL_DISCARD_OLDEST, true, -ESHUTDOWN },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct vsync v;
+		struct ttask a, b;
+		struct gate g;
+		int r;
+
+		vs_init(&v);
+		gate_init(&g);
+		tt_init(&a, &g);
+		tt_init(&b, NULL);
+		hook_pool = make_pool(1, 1, 0, cases[i].policy, &v);
+		atomic_store(&hook_hits, 0);
+		assert_int_equal(bh_pool_submit(hook_pool, &a.task), 0);
+		v.point = point_close_on_refusal;
+		r = cases[i].call ? bh_pool_call(hook_pool, &b.task, BH_FOREVER)
+				  : bh_pool_submit(hook_pool, &b.task);
+		assert_int_equal(r, cases[i].want);
+		assert_int_equal(atomic_load(&hook_hits), 1);
+		assert_int_equal(b.runs + b.dones, 0);
+		struct bh_pool_stats st = pstats(hook_pool);
+		assert_int_equal(st.rejected, r == -EBUSY);
+		assert_int_equal(st.submitted, 1);
+		gate_open(&g);
+		assert_int_equal(bh_pool_destroy(hook_pool), 0);
+	}
+}
+
+/* Many submitters against a one-thread pool without a queue: every -EBUSY
+ * is one rejection, and every submission is either taken or rejected. */
+enum { FLOOD_SUBMITS = 300000 };
+
+static void run_nothing(struct bh_task *t)
+{
+	(void)t;
+}
+
+struct flood {
+	bh_pool_t *pool;
+	struct bh_task *tasks;
+	long ok, busy, other;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flood *f = arg;
+	size_t next = 0;
+
+	for (int i = 0; i < FLOOD_SUBMITS; i++) {
+		/* a refused task is the caller's again: reuse it */
+		int r = bh_pool_submit(f->pool, &f->tasks[next]);
+
+		if (r == 0) {
+			f->ok++;
+			next++;
+		} else if (r == -EBUSY) {
+			f->busy++;
+		} else {
+			f->other++;
+		}
+	}
+	return NULL;
+}
+
+static void test_rejections_exact_under_contention(void **state)
+{
+	enum { T = 2 };
+	struct flood f[T];
+	pthread_t th[T];
+	long ok = 0, busy = 0, other = 0;
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+
+	(void)state;
+	for (int i = 0; i < T; i++) {
+		f[i] = (struct flood){ .pool = p, .tasks = calloc(FLOOD_SUBMITS, sizeof(struct bh_task)) };
+		assert_non_null(f[i].tasks);
+		for (int k = 0; k < FLOOD_SUBMITS; k++)
+			f[i].tasks[k].run = run_nothing;
+		assert_int_equal(pthread_create(&th[i], NULL, flood_main, &f[i]), 0);
+	}
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		ok += f[i].ok, busy += f[i].busy, other += f[i].other;
+	}
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(other, 0);
+	assert_int_equal(ok + busy, T * FLOOD_SUBMITS);
+	assert_int_equal(st.submitted, ok);
+	assert_int_equal(st.completed, ok);
+	assert_int_equal(st.rejected, busy);
+	assert_int_equal(st.submitted + st.rejected, T * FLOOD_SUBMITS);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	for (int i = 0; i < T; i++)
+		free(f[i].tasks);
 }
 
 /* ---- keep-alive ------------------------------------------------------------------ */
@@ -1067,7 +1244,7 @@ static void test_timeout_vs_completion(void **state)
 			assert_int_equal(st.abandoned, 1);
 		}
 		assert_int_equal(bh_pool_destroy(p), 0);
-		assert_true(race_t.dones <= 1);
+		assert_int_equal(race_t.dones, race_kind == COMPLETION_FIRST ? 0 : 1); /* once */
 	}
 }
 
@@ -1163,6 +1340,51 @@ static void test_past_deadline(void **state)
 	bh_pool_destroy(p);
 }
 
+/* The pool's order of errors: invalid arguments, then shut down, then a
+ * deadline already past (-ETIMEDOUT), then full (-EBUSY or the policy). */
+static void test_error_precedence(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+	struct ttask a, b;
+	struct gate g;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.started);
+	assert_int_equal(bh_pool_submit(p, &b.task), -EBUSY);
+	assert_int_equal(bh_pool_call(p, &b.task, BH_FOREVER), -EBUSY);
+	assert_int_equal(bh_pool_call(p, &b.task, 0), -ETIMEDOUT); /* full, but given up */
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, -ECANCELED);
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.submitted, 2);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.rejected, 2);
+	assert_int_equal(bh_pool_shutdown_now(p), 0);
+	tt_init(&b, NULL);
+	assert_int_equal(bh_pool_submit(NULL, &b.task), -EINVAL);
+	assert_int_equal(bh_pool_submit(p, NULL), -EINVAL);
+	assert_int_equal(bh_pool_call(p, NULL, 0), -EINVAL);
+	b.task.run = NULL;
+	assert_int_equal(bh_pool_submit(p, &b.task), -EINVAL);
+	assert_int_equal(bh_pool_call(p, &b.task, 0), -EINVAL);
+	b.task.run = tt_run;
+	assert_int_equal(bh_pool_submit(p, &b.task), -ESHUTDOWN);
+	assert_int_equal(bh_pool_call(p, &b.task, 0), -ESHUTDOWN); /* not -ETIMEDOUT */
+	assert_int_equal(bh_pool_call(p, &b.task, bh_now_ns() + BH_SEC), -ESHUTDOWN);
+	assert_int_equal(bh_pool_call(p, &b.task, BH_FOREVER), -ESHUTDOWN);
+	assert_int_equal(b.runs + b.dones, 0); /* the caller's, untouched */
+	st = pstats(p);
+	assert_int_equal(st.submitted, 2);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.rejected, 2);
+	gate_open(&g);
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
 /* pthread_cancel of a waiting caller abandons the call like a timeout. */
 static void test_cancel_waiting_caller(void **state)
 {
@@ -1190,6 +1412,68 @@ static void test_cancel_waiting_caller(void **state)
 	AWAIT(t.dones == 1);
 	assert_int_equal(t.status, -ETIMEDOUT);
 	bh_pool_destroy(p);
+}
+
+/* A cancellation already pending is acted on only if the call waits: a call
+ * run by its caller returns 0; a queued one gives up as on a timeout. */
+struct pending_call {
+	bh_pool_t *pool;
+	struct ttask *tt;
+	int cancel, result;
+	_Atomic int stage; /* 1: bh_pool_call returned */
+};
+
+static void *pending_call_main(void *arg)
+{
+	struct pending_call *c = arg;
+
+	c->cancel = pthread_cancel(pthread_self()); /* deferred: pending */
+	c->result = bh_pool_call(c->pool, &c->tt->task, BH_FOREVER);
+	atomic_store(&c->stage, 1);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_pending_cancel_only_when_waiting(void **state)
+{
+	struct ttask a, b;
+	struct gate g;
+	struct pending_call c;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	for (int queue = 0; queue <= 1; queue++) {
+		bh_pool_t *p = make_pool(1, 1, (uint32_t)queue, BH_POOL_CALLER_RUNS, NULL);
+
+		gate_init(&g);
+		tt_init(&a, &g);
+		tt_init(&b, NULL);
+		assert_int_equal(bh_pool_submit(p, &a.task), 0);
+		AWAIT(a.started);
+		c = (struct pending_call){ .pool = p, .tt = &b, .result = 99 };
+		assert_int_equal(pthread_create(&th, NULL, pending_call_main, &c), 0);
+		pthread_join(th, &ret);
+		assert_ptr_equal(ret, PTHREAD_CANCELED);
+		assert_int_equal(c.cancel, 0);
+		struct bh_pool_stats st = pstats(p);
+		if (queue == 0) { /* full: run by the caller, no wait */
+			assert_int_equal(c.result, 0);
+			assert_int_equal(atomic_load(&c.stage), 1);
+			assert_int_equal(b.runs, 1);
+			assert_int_equal(st.caller_ran, 1);
+		} else { /* queued: cancelled in its wait, taken off the queue */
+			assert_int_equal(c.result, 99);
+			assert_int_equal(atomic_load(&c.stage), 0);
+			assert_int_equal(b.runs, 0);
+			assert_int_equal(b.dones, 1);
+			assert_int_equal(b.status, -ECANCELED);
+			assert_int_equal(st.abandoned, 1);
+			assert_int_equal(st.queued, 0);
+		}
+		gate_open(&g);
+		assert_int_equal(bh_pool_destroy(p), 0);
+	}
 }
 
 /* ---- shutdown -------------------------------------------------------------------- */
@@ -1550,6 +1834,9 @@ int main(void)
 		cmocka_unit_test(test_caller_runs_policy),
 		cmocka_unit_test(test_discard_policy),
 		cmocka_unit_test(test_discard_oldest_policy),
+		cmocka_unit_test(test_refusal_then_cache_is_no_rejection),
+		cmocka_unit_test(test_close_races_refusal),
+		cmocka_unit_test(test_rejections_exact_under_contention),
 		cmocka_unit_test(test_keepalive_shrinks_to_core),
 		cmocka_unit_test(test_keepalive_races_handoff),
 		cmocka_unit_test(test_poller_takes_work_without_wake),
@@ -1559,7 +1846,9 @@ int main(void)
 		cmocka_unit_test(test_timeout_vs_completion),
 		cmocka_unit_test(test_timeout_while_queued),
 		cmocka_unit_test(test_past_deadline),
+		cmocka_unit_test(test_error_precedence),
 		cmocka_unit_test(test_cancel_waiting_caller),
+		cmocka_unit_test(test_pending_cancel_only_when_waiting),
 		cmocka_unit_test(test_graceful_shutdown),
 		cmocka_unit_test(test_shutdown_now),
 		cmocka_unit_test(test_shutdown_idle_pool),

@@ -13,7 +13,9 @@
  * cancelled,over_released}_total (counters); bulkhead_wait_seconds (queued
  * acquires, enqueue to grant), bulkhead_wait_failed_seconds (enqueue to
  * timeout, close or cancel) and, with BH_TRACK_HOLD, bulkhead_hold_seconds
- * (histograms, one bucket boundary per power of two from 1.024 us to 68.7 s).
+ * (histograms, one bucket boundary per power of two: le="0.000001023" ...
+ * le="68.719476735", each 2^k - 1 ns exactly, since observations are whole
+ * nanoseconds and a bucket holds those below 2^k).
  *
  * Pools (label name="<pool name>"): bulkhead_pool_threads, _active_threads,
  * _queued, _largest_threads, _abandoned_running, _core_threads, _max_threads,
@@ -43,7 +45,8 @@ struct bh_metric_set {
 
 /* Write the text into buf (at most len bytes, NUL-terminated when len > 0).
  * Returns the length of the whole text, not counting the NUL — when it is
- * >= len the text was cut: call again with a larger buffer — or -EINVAL,
+ * >= len the text was cut: call again with a larger buffer — or -EINVAL
+ * (set NULL, a NULL entry in bulkheads or pools, buf NULL with len > 0),
  * -ENOMEM. */
 BH_API ssize_t bh_metrics_prometheus(const struct bh_metric_set *set, char *buf, size_t len);
 BH_API ssize_t bh_metrics_json(const struct bh_metric_set *set, char *buf, size_t len);

@@ -150,8 +150,10 @@ struct bh_pool_stats {
 	                             * nobody waits for */
 	uint64_t discarded;         /* dropped unrun: DISCARD(_OLDEST), bh_pool_shutdown_now */
 	uint64_t caller_ran;        /* run on the submitting thread (CALLER_RUNS) */
-	uint64_t rejected;          /* submissions that found the pool full (or could
-	                             * not get a thread), whatever the policy did */
+	uint64_t rejected;          /* submissions the full pool refused (-EBUSY) or
+	                             * gave to its policy (CALLER_RAN, DISCARDED, a
+	                             * DISCARD_OLDEST swap), and those that could not
+	                             * get a thread (-EAGAIN): each counted once */
 	uint64_t core_threads, max_threads, queue_capacity; /* the configuration */
 };
 
@@ -166,7 +168,8 @@ BH_API int bh_pool_submit(bh_pool_t *pool, struct bh_task *task);
 /* Submit task and wait until it has run or until deadline_ns (absolute,
  * CLOCK_MONOTONIC, see bh_now_ns; BH_FOREVER waits as long as it takes).
  * 0, or -ETIMEDOUT (abandoned; see OWNERSHIP above), -ECANCELED (dropped
- * unrun), -EBUSY, -ESHUTDOWN, -EAGAIN, -EINVAL. A cancellation point. */
+ * unrun), -EBUSY, -ESHUTDOWN, -EAGAIN, -EINVAL; -ESHUTDOWN outranks a
+ * deadline already past. A cancellation point while it waits. */
 BH_API int bh_pool_call(bh_pool_t *pool, struct bh_task *task, uint64_t deadline_ns);
 
 /* True once nobody waits for the task (its caller gave up) or the pool is
@@ -189,9 +192,11 @@ BH_API int bh_pool_shutdown_now(bh_pool_t *pool);
  * the pool's own threads. NULL is ignored. */
 BH_API int bh_pool_destroy(bh_pool_t *pool);
 
-BH_API void bh_pool_stats(const bh_pool_t *pool, struct bh_pool_stats *out);
+/* Fill *out. 0, or -EINVAL (pool or out is NULL). */
+BH_API int bh_pool_stats(const bh_pool_t *pool, struct bh_pool_stats *out);
 
-/* The name given at creation (thread-name prefix), for logs and metrics. */
+/* The name given at creation (thread-name prefix), for logs and metrics;
+ * NULL for a NULL pool. */
 BH_API const char *bh_pool_name(const bh_pool_t *pool);
 
 /*
