@@ -223,7 +223,7 @@ static void test_over_release_changes_nothing(void **state)
 	assert_int_equal(bh_try_acquire(bh, 2), 0);
 	assert_int_equal(bh_release(bh, 3), -EOVERFLOW);
 	assert_int_equal(bh_release(bh, 2), 0);
-	assert_int_equal(bh_release(bh, 2), -EOVERFLOW); /* the seeds' double release */
+	assert_int_equal(bh_release(bh, 2), -EOVERFLOW); /* a double release */
 	st = stats_of(bh);
 	assert_int_equal(st.in_flight, 0);
 	assert_int_equal(st.limit, 4);

@@ -1766,7 +1766,7 @@ static void test_sizing(void **state)
 	struct bh_pool_sizing s;
 
 	(void)state;
-	/* seed 002 section 2.3: 50 qps, P99 200 ms, 1.3 -> 13; 26 queued wait 0.52 s */
+	/* the 50 qps example in docs/sizing.md: 50 qps, P99 200 ms, 1.3 -> 13; 26 queued wait 0.52 s */
 	assert_int_equal(bh_pool_size(&load, &s), 0);
 	assert_int_equal(s.max_threads, 13);
 	assert_int_equal(s.core_threads, 6);

@@ -21,7 +21,7 @@ printf '%s\n' 'BH_STRESS_SEED=0x1 replays a seed' '--seed N: the seed of the ord
 [ -z "$(check_files "$tmp/good")" ] || { echo "the check flagged plain words:"; check_files "$tmp/good"; exit 1; }
 
 cd "${top_srcdir:-.}" || exit 99
-files=$(ls README.md stress/README.md examples/*.md docs/*.md docs/man/* Makefile.am \
+files=$(ls README.md stress/README.md examples/*.md docs/*.md docs/man/* Makefile.am tools/*.c tools/*.h bulkhead-uring.pc.in \
 	configure.ac bulkhead.pc.in autogen.sh */local.mk mk/*.mk scripts/* .ci/run 2>/dev/null)
 found=$(check_files $files)
 if [ -n "$found" ]; then
