@@ -6,6 +6,21 @@ src_libbhcore_la_SOURCES += \
 	src/adaptive/algo.c \
 	src/adaptive/bha.h
 
+# The simulator (virtual time, a dependency with a concurrency knee) and
+# the scenarios with pass bands; the unit and thread tests.
+ADAPTIVE_SIM = tests/adaptive_sim.c tests/adaptive_sim.h
+ADAPTIVE_SIM_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
+ADAPTIVE_SIM_LIBS = src/libbhcore.la tools/libbhtools.la
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_adaptive_sim
+tests_test_adaptive_sim_SOURCES = tests/test_adaptive_sim.c $(ADAPTIVE_SIM)
+tests_test_adaptive_sim_CPPFLAGS = $(ADAPTIVE_SIM_CPPFLAGS)
+tests_test_adaptive_sim_CFLAGS = $(TEST_CFLAGS)
+tests_test_adaptive_sim_LDADD = $(ADAPTIVE_SIM_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/test_adaptive_sim
+endif
+
 dist_man_MANS += \
 	docs/man/bh_adaptive_attach.3 \
 	docs/man/bh_adaptive_sample.3 \
