@@ -161,7 +161,8 @@ static void open_window(bh_adaptive_t *a, const struct bha_verdict *v, uint64_t 
 	a->v = *v;
 	a->open_ns = now;
 	a->open_gcount = g;
-	a->quota = v->max_samples ? sat_add(g, v->max_samples) : NEVER;
+	atomic_store_explicit(&a->quota, v->max_samples ? sat_add(g, v->max_samples) : NEVER,
+			      memory_order_relaxed);
 	atomic_store_explicit(&a->epoch, atomic_load_explicit(&a->epoch, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
 	if (v->probe_samples) {
@@ -169,7 +170,8 @@ static void open_window(bh_adaptive_t *a, const struct bha_verdict *v, uint64_t 
 		 * accept_slow); until then every sample is from before. */
 		atomic_store_explicit(&a->probe_count, 0, memory_order_relaxed);
 		atomic_store_explicit(&a->probe_epoch_ns, NEVER, memory_order_relaxed);
-		a->probe_pin = v->limit;
+		atomic_store_explicit(&a->probe_pin, v->limit, memory_order_relaxed);
+		atomic_store_explicit(&a->probe_target, v->probe_samples, memory_order_relaxed);
 	}
 	/* release: a sampler that sees probing set (acquire) sees the epoch */
 	atomic_store_explicit(&a->probing, v->probe_samples != 0, memory_order_release);
@@ -323,7 +325,8 @@ static BH_COLD bool accept_slow(bh_adaptive_t *a, uint64_t rtt, bool *full)
 	now = a->clock(a->clock_ctx);
 	epoch = atomic_load_explicit(&a->probe_epoch_ns, memory_order_relaxed);
 	if (epoch == NEVER) {
-		if (a->tgt.in_flight(a->tgt.ctx) <= a->probe_pin)
+		if (a->tgt.in_flight(a->tgt.ctx) <=
+		    atomic_load_explicit(&a->probe_pin, memory_order_relaxed))
 			atomic_compare_exchange_strong_explicit(&a->probe_epoch_ns, &epoch, now,
 								memory_order_relaxed,
 								memory_order_relaxed);
@@ -332,7 +335,7 @@ static BH_COLD bool accept_slow(bh_adaptive_t *a, uint64_t rtt, bool *full)
 	if (now < rtt || now - rtt < epoch)
 		return false;
 	n = atomic_fetch_add_explicit(&a->probe_count, 1, memory_order_relaxed) + 1;
-	*full = n >= a->v.probe_samples;
+	*full = n >= atomic_load_explicit(&a->probe_target, memory_order_relaxed);
 	return true;
 }
 
@@ -363,7 +366,8 @@ void bh_adaptive_sample(bh_adaptive_t *a, uint64_t rtt_ns, enum bh_outcome outco
 	}
 	note_peak(a, s, shared);
 	if (BH_UNLIKELY(n % BATCH == 0) &&
-	    atomic_fetch_add_explicit(&a->gcount, BATCH, memory_order_relaxed) + BATCH >= a->quota)
+	    atomic_fetch_add_explicit(&a->gcount, BATCH, memory_order_relaxed) + BATCH >=
+		    atomic_load_explicit(&a->quota, memory_order_relaxed))
 		full = true;
 	if (BH_UNLIKELY(full) ||
 	    a->coarse(a->clock_ctx) >= atomic_load_explicit(&a->deadline_ns, memory_order_relaxed))
@@ -422,17 +426,18 @@ int bha_create(const struct bh_adaptive_config *cfg, const struct bha_target *tg
 	return 0;
 }
 
-/* The first window opens at attach (after bha_set_clock in tests, which
- * reopens it on its own clock). */
-static void start(bh_adaptive_t *a)
+/* Apply the first verdict and open the first window. */
+void bha_start(bh_adaptive_t *a)
 {
 	struct bha_verdict v = a->v;
 	uint64_t now = a->clock(a->clock_ctx);
-	bool changed;
 
-	changed = apply(a, &v);
-	open_window(a, &v, changed ? a->clock(a->clock_ctx) : now);
-	publish(a, NULL, true, now, changed ? v.reason : BH_ADAPTIVE_START);
+	publish(a, NULL, true, now, BH_ADAPTIVE_START); /* the limit found at attach */
+	if (apply(a, &v)) {
+		now = a->clock(a->clock_ctx);
+		publish(a, NULL, true, now, v.reason);
+	}
+	open_window(a, &v, now);
 }
 
 void bha_destroy(bh_adaptive_t *a)
@@ -569,22 +574,50 @@ static int bh_target_set(void *ctx, uint32_t limit)
 	return bh_set_limit(ctx, limit);
 }
 
+static void sink_fn(struct bhs_sink *k, uint64_t ns, int outcome)
+{
+	bh_adaptive_sample(bh_container_of(k, struct bh_adaptive, sink), ns,
+			   (enum bh_outcome)outcome);
+}
+
+/* The automatic sources a config asks for: by default every one the
+ * bulkhead has (hold times only with BH_TRACK_HOLD). */
+static uint32_t sources(const struct bh_adaptive_config *cfg, const struct bulkhead *bh)
+{
+	uint32_t s = cfg ? cfg->sources : 0;
+
+	if (s & BH_ADAPTIVE_SRC_MANUAL)
+		return 0;
+	if (s == 0)
+		s = ((bh->flags & BH_TRACK_HOLD) ? BH_ADAPTIVE_SRC_HOLD : 0) |
+		    BH_ADAPTIVE_SRC_URING | BH_ADAPTIVE_SRC_POOL;
+	return (s & BH_ADAPTIVE_SRC_HOLD ? BHS_HOLD : 0) |
+	       (s & BH_ADAPTIVE_SRC_URING ? BHS_URING : 0) | (s & BH_ADAPTIVE_SRC_POOL ? BHS_POOL : 0);
+}
+
 int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 		       bh_adaptive_t **out)
 {
 	struct bha_target t = { bh_target_set, bh_target_limit, bh_target_in_flight, bh };
+	bh_adaptive_t *a;
 	uint32_t start_limit;
 	int r;
 
 	if (!bh || !out)
 		return -EINVAL;
 	start_limit = cfg && cfg->initial_limit ? cfg->initial_limit : bh_target_limit(bh);
-	r = bha_create(cfg, &t, start_limit, out);
-	if (r < 0)
+	if ((r = bha_create(cfg, &t, start_limit, &a)) < 0)
 		return r;
-	(*out)->limit = bh_target_limit(bh);
-	(*out)->owner = bh;
-	start(*out);
+	a->sink.fn = sink_fn;
+	a->sink.sources = sources(cfg, bh);
+	a->owner = bh;
+	a->limit = bh_target_limit(bh);
+	if ((r = bhs_attach(bh, &a->sink)) < 0) {
+		bha_destroy(a);
+		return r;
+	}
+	bha_start(a);
+	*out = a;
 	return 0;
 }
 
@@ -592,6 +625,8 @@ void bh_adaptive_detach(bh_adaptive_t *a)
 {
 	if (!a)
 		return;
+	if (a->owner)
+		bhs_detach(a->owner); /* no automatic sample is inside a any more */
 	become_closer(a); /* and never let go: no window closes any more */
 	bha_destroy(a);
 }

@@ -160,7 +160,7 @@ struct bha_shard {
 	_Atomic uint32_t buckets[BHA_NB];
 };
 
-struct bhs_sink;
+#include "sample_hook.h"
 
 struct bh_adaptive {
 	/* Read by every sample. */
@@ -170,16 +170,16 @@ struct bh_adaptive {
 	void *clock_ctx;
 	uint64_t min_rtt_ns;
 	bool hist_drops;
-	struct bhs_sink *sink; /* automatic samples, when hooked (see sample_hook.h) */
-	void *owner;           /* what to unhook at detach */
+	struct bhs_sink sink;  /* automatic samples (src/sample_hook.h) */
+	struct bulkhead *owner; /* hooked into; NULL for other targets */
 
 	/* Written by the closer once per window, read by every sample. */
 	_Alignas(64) _Atomic uint64_t deadline_ns;
 	_Atomic uint32_t epoch;
 	_Atomic uint32_t probing;
 	_Atomic uint64_t probe_epoch_ns;
-	uint32_t probe_pin;
-	uint64_t quota; /* max_samples, for the batched count below */
+	_Atomic uint32_t probe_pin, probe_target; /* the pinned limit, samples wanted */
+	_Atomic uint64_t quota; /* the batched count below at which to close */
 
 	/* Batched sample count: each shard adds 16 at a time (its own line). */
 	_Alignas(64) _Atomic uint64_t gcount;
@@ -216,6 +216,8 @@ struct bh_adaptive {
 /* A controller over any target. cfg already checked or NULL. */
 int bha_create(const struct bh_adaptive_config *cfg, const struct bha_target *tgt,
 	       uint32_t start, bh_adaptive_t **out);
+/* Apply its starting limit and open the first window (attach does). */
+void bha_start(bh_adaptive_t *a);
 void bha_destroy(bh_adaptive_t *a);
 /* Replace both clocks (before any sample; NULL: the real ones). */
 void bha_set_clock(bh_adaptive_t *a, uint64_t (*now)(void *ctx), void *ctx);

@@ -4,7 +4,8 @@ bhinclude_HEADERS += include/bulkhead/adaptive.h
 src_libbhcore_la_SOURCES += \
 	src/adaptive/adaptive.c \
 	src/adaptive/algo.c \
-	src/adaptive/bha.h
+	src/adaptive/bha.h \
+	src/sample_hook.h
 
 # The simulator (virtual time, a dependency with a concurrency knee) and
 # the scenarios with pass bands; the unit and thread tests.
@@ -28,3 +29,11 @@ dist_man_MANS += \
 	docs/man/bh_adaptive_stats.3 \
 	docs/man/bh_adaptive_history.3 \
 	docs/man/bh_adaptive_reason_name.3
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_adaptive
+tests_test_adaptive_SOURCES = tests/test_adaptive.c tests/testutil.h
+tests_test_adaptive_CFLAGS = $(TEST_CFLAGS)
+tests_test_adaptive_LDADD = src/libbhcore.la $(CMOCKA_LIBS)
+TESTS += tests/test_adaptive
+endif
