@@ -690,6 +690,57 @@ static void threads_on_a_real_bulkhead(void **state)
 	bh_destroy(bh);
 }
 
+/* ---- automatic samples ------------------------------------------------------------ */
+
+/* A BH_TRACK_HOLD bulkhead samples every grant-to-release pair by itself
+ * (on the bulkhead's clock), and bh_record_hold's holds; MANUAL turns that
+ * off, and a bulkhead without the flag has nothing to give. */
+static int no_wait(struct fake_sync *f, unsigned call)
+{
+	(void)f;
+	(void)call;
+	return -ETIMEDOUT;
+}
+
+static uint64_t hold_samples(uint32_t flags, uint32_t sources, uint64_t *sum)
+{
+	bulkhead_t *bh = make_bh(8, 0, flags);
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .sources = sources };
+	struct fake_sync f;
+	struct win_log l = { 0 };
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a;
+
+	fake_install(&f, bh, no_wait);
+	a = attach(bh, &c);
+	bha_set_window_hook(a, log_window, &l);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(bh_try_acquire(bh, 2), 0);
+		f.now += (uint64_t)(i + 1) * MS;
+		assert_int_equal(bh_release(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0); /* the pair ends here */
+	}
+	bh_record_hold(bh, 7 * MS);
+	bha_flush(a);
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	*sum = l.ok_sum;
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+	return st.ok;
+}
+
+static void hold_times_are_samples(void **state)
+{
+	uint64_t sum;
+
+	(void)state;
+	assert_int_equal(hold_samples(BH_TRACK_HOLD, 0, &sum), 6);
+	assert_int_equal(sum, (1 + 2 + 3 + 4 + 5 + 7) * MS);
+	assert_int_equal(hold_samples(BH_TRACK_HOLD, BH_ADAPTIVE_SRC_MANUAL, &sum), 0);
+	assert_int_equal(hold_samples(BH_TRACK_HOLD, BH_ADAPTIVE_SRC_URING, &sum), 0);
+	assert_int_equal(hold_samples(0, 0, &sum), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +760,7 @@ int main(void)
 		cmocka_unit_test(threads_lose_no_sample),
 		cmocka_unit_test(threads_beyond_the_shards),
 		cmocka_unit_test(threads_on_a_real_bulkhead),
+		cmocka_unit_test(hold_times_are_samples),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
