@@ -26,6 +26,18 @@ TESTS += tests/test_adaptive_sim
 endif
 endif
 
+if HAVE_LIBURING
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_adaptive_uring
+tests_test_adaptive_uring_SOURCES = tests/test_adaptive_uring.c tests/testutil.h
+tests_test_adaptive_uring_CFLAGS = $(TEST_CFLAGS) $(LIBURING_CFLAGS)
+tests_test_adaptive_uring_LDADD = src/libbhcore.la $(LIBURING_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/test_adaptive_uring
+endif
+else
+EXTRA_DIST += tests/test_adaptive_uring.c
+endif
+
 dist_man_MANS += \
 	docs/man/bh_adaptive_attach.3 \
 	docs/man/bh_adaptive_sample.3 \
