@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "sample_hook.h"
 
 /* The pool worker running on this thread, if any. */
 static __thread struct bhp_worker *bhp_self;
@@ -429,11 +430,27 @@ struct ran {
 	bool call;
 };
 
+/* When an adaptive controller listens to the admission bulkhead, a task's
+ * run time is its latency sample (0: nobody listens, no clock read). */
+static inline uint64_t sample_start(struct bh_pool *p)
+{
+	return BH_UNLIKELY(bhs_attached(p->adm)) ? p->ops->now(p->ops->ctx) : 0;
+}
+
+static BH_COLD void sample_run(struct bh_pool *p, uint64_t t0)
+{
+	bhs_emit(p->adm, BHS_POOL, p->ops->now(p->ops->ctx) - t0, BHS_OK);
+}
+
 static void run_task(struct bh_pool *p, struct bh_task *t, struct ran *r)
 {
+	uint64_t t0 = sample_start(p);
+
 	r->done = t->done;
 	r->call = is_call(t);
 	t->run(t);
+	if (BH_UNLIKELY(t0))
+		sample_run(p, t0);
 	point(p, BHP_AFTER_RUN, t);
 }
 
@@ -718,6 +735,7 @@ static int run_here(struct bh_pool *p, struct bh_task *t)
 {
 	bh_task_done_fn *done = t->done;
 	bool call = is_call(t);
+	uint64_t t0;
 
 	lock(p);
 	if (p->closing) {
@@ -728,7 +746,10 @@ static int run_here(struct bh_pool *p, struct bh_task *t)
 	p->caller_ran++;
 	unlock(p);
 	advance(t, T_IDLE, T_RUNNING);
+	t0 = sample_start(p);
 	t->run(t);
+	if (BH_UNLIKELY(t0))
+		sample_run(p, t0);
 	if (call)
 		advance(t, T_RUNNING, T_DONE);
 	else if (done)
