@@ -393,10 +393,28 @@ static uint32_t cache_trim_locked(struct bh_pool *p)
 	return n;
 }
 
+/* With an adaptive controller attached the admission limit moves: cached
+ * permits the bulkhead is now over its limit by go back to it, so that the
+ * new limit bounds what runs. */
+static BH_COLD void cache_fit_locked(struct bh_pool *p)
+{
+	int64_t over = -w_avail(atomic_load_explicit(&p->adm->word, memory_order_relaxed));
+	uint32_t n;
+
+	if (over <= 0 || !p->cached)
+		return;
+	n = over < p->cached ? (uint32_t)over : p->cached;
+	p->cached -= n;
+	atomic_store_explicit(&p->cached_hint, p->cached, memory_order_relaxed);
+	bh_release(p->adm, n); /* one CAS: nobody ever waits on adm */
+}
+
 /* Under the lock: a permit from the cache, else from the bulkhead. 0,
  * -EBUSY (full) or -ESHUTDOWN. */
 static int permit_locked(struct bh_pool *p)
 {
+	if (BH_UNLIKELY(bhs_attached(p->adm)))
+		cache_fit_locked(p);
 	if (cache_take_locked(p))
 		return 0;
 	return bh_try_acquire(p->adm, 1);
@@ -656,6 +674,8 @@ static void *worker_main(void *arg)
 		 * that made its room (an idle worker or a queue slot), so whoever
 		 * gets the permit finds the room (docs/pool.md). */
 		cache_put_locked(p);
+		if (BH_UNLIKELY(bhs_attached(p->adm)))
+			cache_fit_locked(p);
 		excess = cache_trim_locked(p);
 		unlock(p);
 		report(p, t, &r);
