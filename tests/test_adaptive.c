@@ -5,11 +5,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
 #include "adaptive/bha.h"
 #include "bulkhead/adaptive.h"
+#include "pool_internal.h"
 
 #define MS BH_MSEC
 
@@ -741,6 +743,99 @@ static void hold_times_are_samples(void **state)
 	assert_int_equal(hold_samples(0, 0, &sum), 0);
 }
 
+/* A pool's tasks' run times are samples; the controller moves the pool's
+ * admission limit (running + queued), at most max_threads + queue. */
+struct slow_task {
+	struct bh_task task;
+	_Atomic int *running, *peak;
+};
+
+static uint64_t bh_pool_stats_queued(bh_pool_t *pool)
+{
+	struct bh_pool_stats ps;
+
+	bh_pool_stats(pool, &ps);
+	return ps.queued + ps.active;
+}
+
+static void slow_run(struct bh_task *t)
+{
+	struct slow_task *s = (struct slow_task *)t;
+	int now = atomic_fetch_add(s->running, 1) + 1, p = atomic_load(s->peak);
+
+	while (now > p && !atomic_compare_exchange_weak(s->peak, &p, now))
+		;
+	usleep(2000);
+	atomic_fetch_sub(s->running, 1);
+}
+
+static void pool_run_times_are_samples(void **state)
+{
+	struct bh_pool_config pc = { .max_threads = 4, .queue_capacity = 8 };
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 1 };
+	_Atomic int running = 0, peak = 0;
+	struct slow_task t = { .task = { .run = slow_run }, .running = &running, .peak = &peak };
+	struct bh_adaptive_stats st;
+	struct win_log l = { 0 };
+	bh_adaptive_t *a = NULL;
+	bh_pool_t *pool;
+
+	(void)state;
+	assert_int_equal(bh_pool_create(&pc, &pool), 0);
+	assert_int_equal(bh_adaptive_attach_pool(NULL, &c, &a), -EINVAL);
+	c.max_limit = 13; /* more than the pool can admit */
+	assert_int_equal(bh_adaptive_attach_pool(pool, &c, &a), -EINVAL);
+	c.max_limit = 0;
+	assert_int_equal(bh_adaptive_attach_pool(pool, &c, &a), 0);
+	bha_set_window_hook(a, log_window, &l);
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	assert_int_equal(st.max_limit, 12);
+	assert_int_equal(st.limit, 12);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(bh_pool_call(pool, &t.task, BH_FOREVER), 0);
+	bha_flush(a);
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	assert_int_equal(st.ok, 10);
+	assert_true(l.ok_sum >= 10 * 2 * MS);
+	bh_adaptive_detach(a);
+	bh_pool_destroy(pool);
+}
+
+/* A shrunk admission limit holds even though the pool keeps permits of
+ * finished tasks cached: with a controller attached, the cache gives them
+ * back while the bulkhead is over its limit. */
+static void pool_shrink_holds(void **state)
+{
+	struct bh_pool_config pc = { .core_threads = 4, .max_threads = 4, .queue_capacity = 8,
+				     .flags = BH_POOL_PRESTART };
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 1,
+					.window_ns = 3600 * BH_SEC };
+	_Atomic int running = 0, peak = 0;
+	struct slow_task t[16];
+	bh_adaptive_t *a = NULL;
+	bh_pool_t *pool;
+	int accepted = 0;
+
+	(void)state;
+	assert_int_equal(bh_pool_create(&pc, &pool), 0);
+	assert_int_equal(bh_adaptive_attach_pool(pool, &c, &a), 0);
+	for (int i = 0; i < 16; i++)
+		t[i] = (struct slow_task){ .task = { .run = slow_run }, .running = &running,
+					   .peak = &peak };
+	for (int i = 0; i < 4; i++) /* warm: permits of finished tasks cached */
+		assert_int_equal(bh_pool_call(pool, &t[i].task, BH_FOREVER), 0);
+	assert_int_equal(bh_set_limit(pool->adm, 2), 0); /* as the controller would */
+	atomic_store(&peak, 0);
+	for (int i = 0; i < 16; i++)
+		accepted += bh_pool_submit(pool, &t[i].task) == 0;
+	while (atomic_load(&running) || bh_pool_stats_queued(pool))
+		usleep(1000);
+	assert_int_equal(accepted, 2);
+	assert_int_equal(atomic_load(&peak), 2);
+	bh_adaptive_detach(a);
+	bh_pool_destroy(pool);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -761,6 +856,8 @@ int main(void)
 		cmocka_unit_test(threads_beyond_the_shards),
 		cmocka_unit_test(threads_on_a_real_bulkhead),
 		cmocka_unit_test(hold_times_are_samples),
+		cmocka_unit_test(pool_run_times_are_samples),
+		cmocka_unit_test(pool_shrink_holds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,7 +22,7 @@
  * by itself: a BH_TRACK_HOLD bulkhead's grant-to-release times, an
  * io_uring tracker's operations (SQE taken to final CQE; a final CQE with
  * -ECANCELED, -ETIME or -ETIMEDOUT counts as dropped, other errors are
- * ignored), and a thread pool's task run times.
+ * ignored), and a thread pool's task run times (bh_adaptive_attach_pool).
  * bh_adaptive_sample is for everything else: BH_OK with the call's latency
  * (from grant, not from enqueue), BH_DROPPED for a sign of overload (a
  * timeout, a rejection or overload error from the dependency), BH_IGNORE
@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include <bulkhead.h>
+#include <bulkhead/pool.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -158,6 +159,12 @@ struct bh_adaptive_change {
  * (bad config, NULL), -EBUSY (one is attached already), -ENOMEM. */
 BH_API int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 			      bh_adaptive_t **out);
+
+/* The same for a thread pool: the controller moves the pool's admission
+ * limit (running plus queued tasks; ceiling max_threads + queue_capacity)
+ * from its tasks' run times. */
+BH_API int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cfg,
+				   bh_adaptive_t **out);
 
 /* One finished call: rtt_ns from grant to completion. Lock-free. */
 BH_API void bh_adaptive_sample(bh_adaptive_t *a, uint64_t rtt_ns, enum bh_outcome outcome);

@@ -9,6 +9,7 @@
 
 #include "bha.h"
 #include "internal.h"
+#include "pool_internal.h"
 
 #define NEVER UINT64_MAX
 #define BATCH 16 /* a shard adds to the shared count this many at a time */
@@ -619,6 +620,35 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 	bha_start(a);
 	*out = a;
 	return 0;
+}
+
+/* A pool's admission bulkhead counts running and queued tasks; the pool
+ * relies on it never admitting more than max_threads + queue_capacity. */
+int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cfg,
+			    bh_adaptive_t **out)
+{
+	struct bh_adaptive_config c = { 0 };
+	uint32_t room, start;
+	int r;
+
+	if (!pool || !out || (r = bha_check_config(cfg)) < 0)
+		return -EINVAL;
+	if (cfg)
+		c = *cfg;
+	room = pool->max + pool->cap;
+	if (c.max_limit > room || c.initial_limit > room)
+		return -EINVAL;
+	start = c.initial_limit ? c.initial_limit : room;
+	if (!c.max_limit) {
+		c.max_limit = bha_default_max(c.algo, start);
+		c.max_limit = c.max_limit < room ? c.max_limit : room;
+	}
+	if (!c.min_limit)
+		c.min_limit = bha_default_min(c.algo);
+	c.min_limit = c.min_limit < c.max_limit ? c.min_limit : c.max_limit;
+	if (!c.sources)
+		c.sources = BH_ADAPTIVE_SRC_POOL;
+	return bh_adaptive_attach(pool->adm, &c, out);
 }
 
 void bh_adaptive_detach(bh_adaptive_t *a)

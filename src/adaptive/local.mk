@@ -40,6 +40,7 @@ endif
 
 dist_man_MANS += \
 	docs/man/bh_adaptive_attach.3 \
+	docs/man/bh_adaptive_attach_pool.3 \
 	docs/man/bh_adaptive_sample.3 \
 	docs/man/bh_adaptive_detach.3 \
 	docs/man/bh_adaptive_stats.3 \
