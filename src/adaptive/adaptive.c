@@ -13,6 +13,7 @@
 
 #define NEVER UINT64_MAX
 #define BATCH 16 /* a shard adds to the shared count this many at a time */
+#define CHECK 4  /* a thread looks at the clock once per this many samples */
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {
@@ -201,32 +202,49 @@ static void read_totals(const bh_adaptive_t *a, struct totals *t)
 	}
 }
 
+/* What one shard gained since the closer last read it. */
+static void take_shard(bh_adaptive_t *a, unsigned i, struct bha_window *w)
+{
+	const struct bha_shard *s = &a->shards[i];
+	struct bha_seen *seen = &a->seen[i];
+	uint64_t ok = atomic_load_explicit(&s->n_ok, memory_order_relaxed);
+	uint64_t drop = atomic_load_explicit(&s->n_drop, memory_order_relaxed);
+	uint64_t ok_sum = atomic_load_explicit(&s->ok_sum, memory_order_relaxed);
+	uint64_t drop_sum = atomic_load_explicit(&s->drop_sum, memory_order_relaxed);
+
+	w->ok += ok - seen->ok;
+	w->dropped += drop - seen->drop;
+	w->ok_sum_ns += ok_sum - seen->ok_sum;
+	w->drop_sum_ns += drop_sum - seen->drop_sum;
+	a->prev_ok += ok - seen->ok;
+	a->prev_drop += drop - seen->drop;
+	seen->ok = ok;
+	seen->drop = drop;
+	seen->ok_sum = ok_sum;
+	seen->drop_sum = drop_sum;
+	for (unsigned b = 0; b < BHA_NB; b++) {
+		uint32_t c = atomic_load_explicit(&s->buckets[b], memory_order_relaxed);
+
+		a->scratch[b] += c - seen->buckets[b]; /* mod 2^32, like the counters */
+		w->hist_n += c - seen->buckets[b];
+		seen->buckets[b] = c;
+	}
+}
+
 /* What the shards gained since the last close. Every increment is seen by
  * exactly one such difference (the first read after it), so a sample that
- * races the close lands in the next window instead. */
+ * races the close lands in the next window instead. Only shards added to
+ * since are read: a sampler sets dirty after its adds (release), the
+ * closer clears it before reading (acquire), so adds it misses set it
+ * again for the next close. */
 static void take_window(bh_adaptive_t *a, struct bha_window *w)
 {
 	uint32_t e = atomic_load_explicit(&a->epoch, memory_order_relaxed);
-	struct totals t;
 
-	read_totals(a, &t);
-	w->ok = t.ok - a->prev_ok;
-	w->dropped = t.drop - a->prev_drop;
-	w->ok_sum_ns = t.ok_sum - a->prev_ok_sum;
-	w->drop_sum_ns = t.drop_sum - a->prev_drop_sum;
-	a->prev_ok = t.ok;
-	a->prev_drop = t.drop;
-	a->prev_ok_sum = t.ok_sum;
-	a->prev_drop_sum = t.drop_sum;
-	for (unsigned b = 0; b < BHA_NB; b++) {
-		uint32_t sum = 0;
-
-		for (unsigned i = 0; i <= BHA_SHARDS; i++)
-			sum += atomic_load_explicit(&a->shards[i].buckets[b], memory_order_relaxed);
-		a->scratch[b] = sum - a->prev_buckets[b]; /* mod 2^32, like the counters */
-		a->prev_buckets[b] = sum;
-		w->hist_n += a->scratch[b];
-	}
+	memset(a->scratch, 0, sizeof(a->scratch));
+	for (unsigned i = 0; i <= BHA_SHARDS; i++)
+		if (atomic_exchange_explicit(&a->shards[i].dirty, 0, memory_order_acquire))
+			take_shard(a, i, w);
 	for (unsigned i = 0; i < BHA_SHARDS; i++) {
 		const struct bha_shard *s = &a->shards[i];
 
@@ -366,12 +384,17 @@ void bh_adaptive_sample(bh_adaptive_t *a, uint64_t rtt_ns, enum bh_outcome outco
 		n = add64(&s->n_drop, 1, shared);
 	}
 	note_peak(a, s, shared);
+	/* release: the adds above before the flag (take_window's acquire) */
+	atomic_store_explicit(&s->dirty, 1, memory_order_release);
 	if (BH_UNLIKELY(n % BATCH == 0) &&
 	    atomic_fetch_add_explicit(&a->gcount, BATCH, memory_order_relaxed) + BATCH >=
 		    atomic_load_explicit(&a->quota, memory_order_relaxed))
 		full = true;
+	/* The clock every CHECK-th sample of a thread: a window needs several
+	 * samples anyway, and even the coarse clock is 5 to 20 ns. */
 	if (BH_UNLIKELY(full) ||
-	    a->coarse(a->clock_ctx) >= atomic_load_explicit(&a->deadline_ns, memory_order_relaxed))
+	    (n % CHECK == 1 % CHECK &&
+	     a->coarse(a->clock_ctx) >= atomic_load_explicit(&a->deadline_ns, memory_order_relaxed)))
 		try_close(a);
 }
 

@@ -122,9 +122,9 @@ uint64_t bha_min_rtt(enum bh_adaptive_algo a);
 /* Whether dropped calls' latencies go into the percentile (Envoy). */
 bool bha_hist_drops(enum bh_adaptive_algo a);
 
-/* ---- the window histogram: 16 buckets per power of two ------------------- */
+/* ---- the window histogram: 8 buckets per power of two -------------------- */
 
-#define BHA_SUB_BITS 4
+#define BHA_SUB_BITS 3
 #define BHA_MIN_SHIFT 10 /* 1.024 us */
 #define BHA_MAX_SHIFT 36 /* 68.7 s */
 #define BHA_NB (2 + (BHA_MAX_SHIFT - BHA_MIN_SHIFT) * (1 << BHA_SUB_BITS))
@@ -143,7 +143,7 @@ static inline unsigned bha_bucket(uint64_t ns)
 }
 
 /* The q-th percentile (0...100) of counts[] (n in all), interpolated
- * within its bucket (a bucket is 6.25% wide); 0 when n == 0. */
+ * within its bucket (a bucket is 12.5% wide); 0 when n == 0. */
 uint64_t bha_percentile(const uint32_t *counts, uint64_t n, unsigned q);
 
 /* ---- the controller ------------------------------------------------------- */
@@ -157,7 +157,14 @@ struct bha_shard {
 	_Alignas(64) _Atomic uint64_t n_ok, n_drop, n_ign, n_disc;
 	_Atomic uint64_t ok_sum, drop_sum;
 	_Atomic uint32_t peak, peak_epoch; /* most in flight in window peak_epoch */
+	_Atomic uint32_t dirty;            /* added to since a closer last read it */
 	_Atomic uint32_t buckets[BHA_NB];
+};
+
+/* What a closer last read of one shard. */
+struct bha_seen {
+	uint64_t ok, drop, ok_sum, drop_sum;
+	uint32_t buckets[BHA_NB];
 };
 
 #include "sample_hook.h"
@@ -193,8 +200,7 @@ struct bh_adaptive {
 	struct bha_verdict v;          /* the open window's rules */
 	uint64_t open_ns, open_gcount;
 	uint32_t limit;                /* what we last set */
-	uint32_t prev_buckets[BHA_NB]; /* sums over the shards at the last close */
-	uint64_t prev_ok, prev_drop, prev_ok_sum, prev_drop_sum;
+	uint64_t prev_ok, prev_drop;   /* the sums of seen[].ok, seen[].drop */
 	uint32_t scratch[BHA_NB];
 	void (*window_hook)(void *ctx, const struct bha_window *w, const struct bha_verdict *v);
 	void *window_hook_ctx;
@@ -209,6 +215,7 @@ struct bh_adaptive {
 	uint64_t h_count;
 
 	struct bha_shard shards[BHA_SHARDS + 1];
+	struct bha_seen seen[BHA_SHARDS + 1]; /* the closer's */
 };
 
 /* Hidden hooks (tests and the simulator link the static core). */
