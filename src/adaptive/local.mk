@@ -54,3 +54,11 @@ tests_test_adaptive_CFLAGS = $(TEST_CFLAGS)
 tests_test_adaptive_LDADD = src/libbhcore.la $(CMOCKA_LIBS)
 TESTS += tests/test_adaptive
 endif
+
+# Benchmarks (built, never run by make check): sampling cost against a
+# mutex-protected sampler, and control quality in the simulator.
+noinst_PROGRAMS += bench/bench_adaptive
+bench_bench_adaptive_SOURCES = bench/bench_adaptive.c $(ADAPTIVE_SIM)
+bench_bench_adaptive_CPPFLAGS = $(ADAPTIVE_SIM_CPPFLAGS) -I$(top_srcdir)/tests
+bench_bench_adaptive_CFLAGS = $(AM_CFLAGS) -O2
+bench_bench_adaptive_LDADD = $(ADAPTIVE_SIM_LIBS)
