@@ -836,6 +836,47 @@ static void pool_shrink_holds(void **state)
 	bh_pool_destroy(pool);
 }
 
+/* The export shows the limit, the baseline, the last window, why it last
+ * changed, and the counts, under the bulkhead's name. */
+static void prometheus_export(void **state)
+{
+	struct bh_config bc = { .max_concurrent = 50, .name = "pay\"ment" };
+	bulkhead_t *bh;
+	bh_adaptive_t *a;
+	char buf[8192], small[16];
+	ssize_t n;
+
+	(void)state;
+	assert_int_equal(bh_create(&bc, &bh), 0);
+	a = attach(bh, NULL);
+	feed(a, 1, 10 * MS, BH_OK, MS);
+	advance(20 * MS);
+	feed(a, 16, 10 * MS, BH_OK, MS);
+	bh_adaptive_sample(a, 1, BH_IGNORE);
+	n = bh_adaptive_metrics_prometheus(&a, 1, buf, sizeof(buf));
+	assert_true(n > 0 && (size_t)n < sizeof(buf));
+	assert_int_equal(strlen(buf), n);
+	assert_non_null(strstr(buf, "# TYPE bulkhead_adaptive_limit gauge\n"));
+	assert_non_null(strstr(buf, "bulkhead_adaptive_limit{name=\"pay\\\"ment\"} 50\n"));
+	assert_non_null(strstr(buf, "bulkhead_adaptive_baseline_seconds{name=\"pay\\\"ment\"} 0.0"));
+	assert_non_null(strstr(buf, "bulkhead_adaptive_last_change_reason{name=\"pay\\\"ment\","
+				    "reason=\"restore\"} 1\n"));
+	assert_non_null(strstr(buf, "bulkhead_adaptive_changes_total{name=\"pay\\\"ment\","
+				    "reason=\"probe\"} 1\n"));
+	assert_non_null(strstr(buf, "bulkhead_adaptive_samples_total{name=\"pay\\\"ment\","
+				    "outcome=\"ok\"} 16\n"));
+	assert_non_null(strstr(buf, "outcome=\"ignored\"} 1\n"));
+	assert_non_null(strstr(buf, "outcome=\"discarded\"} 1\n"));
+	assert_non_null(strstr(buf, "bulkhead_adaptive_windows_total{name=\"pay\\\"ment\"} 1\n"));
+	/* cut like snprintf: the whole length, a terminated prefix */
+	assert_int_equal(bh_adaptive_metrics_prometheus(&a, 1, small, sizeof(small)), n);
+	assert_int_equal(strlen(small), sizeof(small) - 1);
+	assert_int_equal(bh_adaptive_metrics_prometheus(NULL, 1, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(bh_adaptive_metrics_prometheus(&a, 1, NULL, 10), -EINVAL);
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -858,6 +899,7 @@ int main(void)
 		cmocka_unit_test(hold_times_are_samples),
 		cmocka_unit_test(pool_run_times_are_samples),
 		cmocka_unit_test(pool_shrink_holds),
+		cmocka_unit_test(prometheus_export),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,6 +58,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <bulkhead.h>
 #include <bulkhead/pool.h>
@@ -184,6 +185,19 @@ BH_API int bh_adaptive_history(const bh_adaptive_t *a, struct bh_adaptive_change
 
 /* "grow", "queueing", ...; NULL for an unknown reason. */
 BH_API const char *bh_adaptive_reason_name(unsigned reason);
+
+/*
+ * The controllers in the Prometheus text format (0.0.4), label
+ * name="<bulkhead or pool name>": bulkhead_adaptive_limit,
+ * _baseline_seconds, _sample_seconds, _window_peak, _probing,
+ * _last_change_reason (1, with a reason label) (gauges);
+ * bulkhead_adaptive_changes_total (reason label), _windows_total,
+ * _samples_total (outcome label) (counters). Scraped, _limit is the limit
+ * over time. Returns the length of the whole text (>= len: cut, call again
+ * with more room), or -EINVAL, -ENOMEM.
+ */
+BH_API ssize_t bh_adaptive_metrics_prometheus(bh_adaptive_t *const *ctl, size_t n, char *buf,
+					      size_t len);
 
 #ifdef __cplusplus
 }

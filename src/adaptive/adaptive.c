@@ -121,6 +121,11 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 		atomic_store_explicit(&a->s_changed_ns, now, memory_order_relaxed);
 		atomic_store_explicit(&a->s_reason, reason, memory_order_relaxed);
 		atomic_store_explicit(&a->s_changes, a->h_count, memory_order_relaxed);
+		if (reason < BH_ADAPTIVE_NREASONS)
+			atomic_store_explicit(
+				&a->s_by_reason[reason],
+				atomic_load_explicit(&a->s_by_reason[reason], memory_order_relaxed) + 1,
+				memory_order_relaxed);
 	}
 	atomic_store_explicit(&a->s_limit, a->limit, memory_order_relaxed);
 	atomic_store_explicit(&a->s_baseline, a->algo.baseline_ns, memory_order_relaxed);
@@ -635,6 +640,7 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 	a->sink.fn = sink_fn;
 	a->sink.sources = sources(cfg, bh);
 	a->owner = bh;
+	a->name = bh_name(bh);
 	a->limit = bh_target_limit(bh);
 	if ((r = bhs_attach(bh, &a->sink)) < 0) {
 		bha_destroy(a);
@@ -671,7 +677,9 @@ int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cf
 	c.min_limit = c.min_limit < c.max_limit ? c.min_limit : c.max_limit;
 	if (!c.sources)
 		c.sources = BH_ADAPTIVE_SRC_POOL;
-	return bh_adaptive_attach(pool->adm, &c, out);
+	if ((r = bh_adaptive_attach(pool->adm, &c, out)) == 0)
+		(*out)->name = bh_pool_name(pool);
+	return r;
 }
 
 void bh_adaptive_detach(bh_adaptive_t *a)

@@ -177,6 +177,7 @@ struct bh_adaptive {
 	void *clock_ctx;
 	uint64_t min_rtt_ns;
 	bool hist_drops;
+	const char *name;      /* for exports: the bulkhead's or the pool's */
 	struct bhs_sink sink;  /* automatic samples (src/sample_hook.h) */
 	struct bulkhead *owner; /* hooked into; NULL for other targets */
 
@@ -210,6 +211,7 @@ struct bh_adaptive {
 	_Atomic uint64_t s_changed_ns, s_baseline, s_sample, s_wok, s_wdrop, s_windows,
 		s_changes, s_probes, s_windowed;
 	_Atomic uint32_t s_limit, s_reason, s_peak, s_probing;
+	_Atomic uint64_t s_by_reason[BH_ADAPTIVE_NREASONS]; /* changes, by reason */
 	_Atomic uint64_t h_t[BH_ADAPTIVE_HISTORY];
 	_Atomic uint32_t h_limit[BH_ADAPTIVE_HISTORY], h_reason[BH_ADAPTIVE_HISTORY];
 	uint64_t h_count;

@@ -4,6 +4,7 @@ bhinclude_HEADERS += include/bulkhead/adaptive.h
 src_libbhcore_la_SOURCES += \
 	src/adaptive/adaptive.c \
 	src/adaptive/algo.c \
+	src/adaptive/metrics.c \
 	src/adaptive/bha.h \
 	src/sample_hook.h
 
@@ -45,7 +46,8 @@ dist_man_MANS += \
 	docs/man/bh_adaptive_detach.3 \
 	docs/man/bh_adaptive_stats.3 \
 	docs/man/bh_adaptive_history.3 \
-	docs/man/bh_adaptive_reason_name.3
+	docs/man/bh_adaptive_reason_name.3 \
+	docs/man/bh_adaptive_metrics_prometheus.3
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_adaptive
