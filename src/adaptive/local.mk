@@ -7,6 +7,7 @@ src_libbhcore_la_SOURCES += \
 	src/adaptive/metrics.c \
 	src/adaptive/bha.h \
 	src/sample_hook.h
+EXTRA_DIST += docs/adaptive.md
 
 # The simulator (virtual time, a dependency with a concurrency knee) and
 # the scenarios with pass bands; the unit and thread tests.
@@ -64,3 +65,12 @@ bench_bench_adaptive_SOURCES = bench/bench_adaptive.c $(ADAPTIVE_SIM)
 bench_bench_adaptive_CPPFLAGS = $(ADAPTIVE_SIM_CPPFLAGS) -I$(top_srcdir)/tests
 bench_bench_adaptive_CFLAGS = $(AM_CFLAGS) -O2
 bench_bench_adaptive_LDADD = $(ADAPTIVE_SIM_LIBS)
+
+# The header compiles and links as C++.
+if HAVE_CXX
+check_PROGRAMS += tests/test_adaptive_cxx
+tests_test_adaptive_cxx_SOURCES = tests/test_adaptive_cxx.cc
+tests_test_adaptive_cxx_CXXFLAGS = -Wall -Wextra -Werror $(BH_SAN_FLAGS)
+tests_test_adaptive_cxx_LDADD = src/libbulkhead.la
+TESTS += tests/test_adaptive_cxx
+endif
