@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sample_hook.h"
 
 /* States of a blocking waiter's futex word. WAITING and SLEEPING are the
  * queued states (SLEEPING: the owner is or is about to be in the kernel, so a
@@ -552,8 +553,11 @@ static BH_COLD void hold_end(struct bulkhead *bh, uint32_t n)
 	}
 	s->held -= n;
 	if (s->held == 0 && s->hold_start) {
-		hold_add(bh, (unsigned)(s - bh->slots), bh->ops->now(bh->ops->ctx) - s->hold_start);
+		uint64_t ns = bh->ops->now(bh->ops->ctx) - s->hold_start;
+
+		hold_add(bh, (unsigned)(s - bh->slots), ns);
 		s->hold_start = 0;
+		bhs_emit(bh, BHS_HOLD, ns, BHS_OK); /* an adaptive sample, if one listens */
 	}
 }
 
@@ -561,6 +565,7 @@ void bh_record_hold(bulkhead_t *bh, uint64_t ns)
 {
 	if (bh->hold)
 		hold_add(bh, bhi_tindex, ns);
+	bhs_emit(bh, BHS_HOLD, ns, BHS_OK);
 }
 
 /* ---- waits --------------------------------------------------------------------- */

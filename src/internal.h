@@ -105,6 +105,9 @@ struct bhi_slot {
 	 * from holding none (0: no clean pair to measure). Owner-only; gen
 	 * tells a recycled slot's new owner to start afresh. */
 	uint64_t held, hold_start, hold_gen;
+	/* Automatic samples this thread is handing to the bulkhead's sink
+	 * now (src/sample_hook.h); detaching waits for 0. */
+	_Atomic uint32_t in_sink;
 };
 
 /* Lock-free recording side of struct bh_hist (see src/hist.c). */
@@ -117,6 +120,8 @@ struct bhi_hist {
 void bhi_hist_add(struct bhi_hist *h, uint64_t ns);
 void bhi_hist_read(const struct bhi_hist *h, struct bh_hist *out);
 
+struct bhs_sink;
+
 struct bulkhead {
 	/* Line 1: what every fast path reads. */
 	_Alignas(BH_CACHELINE) _Atomic uint64_t word;
@@ -124,6 +129,7 @@ struct bulkhead {
 	uint32_t flags;
 	uint32_t queue_cap;
 	uint32_t nslots; /* exclusive slots; slots[nslots] is shared */
+	_Atomic(struct bhs_sink *) sink; /* automatic samples go here (sample_hook.h) */
 
 	/* Line 2: the slow path. */
 	_Alignas(BH_CACHELINE) pthread_mutex_t lock;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
+#include "sample_hook.h"
 
 /* The pool worker running on this thread, if any. */
 static __thread struct bhp_worker *bhp_self;
@@ -399,11 +400,28 @@ static uint32_t cache_trim_locked(struct bh_pool *p)
  * is counted once, where that fate is decided: refused() for -EBUSY, and
  * policy_took under the lock for a task a policy took instead.
  */
+/* With an adaptive controller attached the admission limit moves: cached
+ * permits the bulkhead is now over its limit by go back to it, so that the
+ * new limit bounds what runs. */
+static BH_COLD void cache_fit_locked(struct bh_pool *p)
+{
+	int64_t over = -w_avail(atomic_load_explicit(&p->adm->word, memory_order_relaxed));
+	uint32_t n;
+
+	if (over <= 0 || !p->cached)
+		return;
+	n = over < p->cached ? (uint32_t)over : p->cached;
+	p->cached -= n;
+	atomic_store_explicit(&p->cached_hint, p->cached, memory_order_relaxed);
+	bh_release(p->adm, n); /* one CAS: nobody ever waits on adm */
+}
 
 /* Under the lock: a permit from the cache, else from the bulkhead. 0,
  * -EBUSY (full) or -ESHUTDOWN. */
 static int permit_locked(struct bh_pool *p)
 {
+	if (BH_UNLIKELY(bhs_attached(p->adm)))
+		cache_fit_locked(p);
 	if (cache_take_locked(p))
 		return 0;
 	return bhi_try_take(p->adm, 1);
@@ -449,11 +467,27 @@ struct ran {
 	bool call;
 };
 
+/* When an adaptive controller listens to the admission bulkhead, a task's
+ * run time is its latency sample (0: nobody listens, no clock read). */
+static inline uint64_t sample_start(struct bh_pool *p)
+{
+	return BH_UNLIKELY(bhs_attached(p->adm)) ? p->ops->now(p->ops->ctx) : 0;
+}
+
+static BH_COLD void sample_run(struct bh_pool *p, uint64_t t0)
+{
+	bhs_emit(p->adm, BHS_POOL, p->ops->now(p->ops->ctx) - t0, BHS_OK);
+}
+
 static void run_task(struct bh_pool *p, struct bh_task *t, struct ran *r)
 {
+	uint64_t t0 = sample_start(p);
+
 	r->done = t->done;
 	r->call = is_call(t);
 	t->run(t);
+	if (BH_UNLIKELY(t0))
+		sample_run(p, t0);
 	point(p, BHP_AFTER_RUN, t);
 }
 
@@ -659,6 +693,8 @@ static void *worker_main(void *arg)
 		 * that made its room (an idle worker or a queue slot), so whoever
 		 * gets the permit finds the room (docs/pool.md). */
 		cache_put_locked(p);
+		if (BH_UNLIKELY(bhs_attached(p->adm)))
+			cache_fit_locked(p);
 		excess = cache_trim_locked(p);
 		unlock(p);
 		report(p, t, &r);
@@ -738,6 +774,7 @@ static int run_here(struct bh_pool *p, struct bh_task *t)
 {
 	bh_task_done_fn *done = t->done;
 	bool call = is_call(t);
+	uint64_t t0;
 
 	lock(p);
 	if (p->closing) {
@@ -749,7 +786,10 @@ static int run_here(struct bh_pool *p, struct bh_task *t)
 	p->policy_took++;
 	unlock(p);
 	advance(t, T_IDLE, T_RUNNING);
+	t0 = sample_start(p);
 	t->run(t);
+	if (BH_UNLIKELY(t0))
+		sample_run(p, t0);
 	if (call)
 		advance(t, T_RUNNING, T_DONE);
 	else if (done)

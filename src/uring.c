@@ -10,6 +10,7 @@
 
 #include "bulkhead/uring.h"
 #include "internal.h"
+#include "sample_hook.h"
 
 /* Where an op is. Only the owner thread reads or writes it. */
 enum op_state {
@@ -20,7 +21,10 @@ enum op_state {
 	OP_INFLIGHT, /* tracked: permits go back at the final CQE */
 };
 
-enum { OPF_CANCELLED = 1 }; /* a kernel cancel was prepared for it */
+enum {
+	OPF_CANCELLED = 1, /* a kernel cancel was prepared for it */
+	OPF_TIMED = 2,     /* start_ns holds when it took its SQE: sample its end */
+};
 
 /* The low bits of user_data say which of the tracker's SQEs a CQE is for:
  * records are 8-aligned, so the pointer keeps the rest. */
@@ -236,6 +240,13 @@ static void unhold(bh_uring_t *t, struct bh_uring_op *op)
 
 /* ---- taking SQEs ----------------------------------------------------- */
 
+/* When an adaptive controller listens to bh, the time ops take their SQEs:
+ * their latency runs from there to their final CQE. 0: nobody listens. */
+static inline uint64_t sample_start(bulkhead_t *bh)
+{
+	return BH_UNLIKELY(bhs_attached(bh)) ? bh_now_ns() : 0;
+}
+
 static bool op_usable(const struct bh_uring_op *op)
 {
 	return ud_encodable(op) && (op->state == OP_IDLE || op->state == OP_HELD);
@@ -244,7 +255,7 @@ static bool op_usable(const struct bh_uring_op *op)
 /* Bind permits and the nr SQEs from the ring's tail on to op. The SQ has
  * room (checked); the caller moves sqe_tail past them. */
 static inline void arm(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
-		       unsigned nr, unsigned idx, struct io_uring_sqe **sqes)
+		       unsigned nr, unsigned idx, struct io_uring_sqe **sqes, uint64_t start)
 {
 	uint64_t ud = ud_make(op, TAG_OP);
 
@@ -255,7 +266,8 @@ static inline void arm(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, ui
 	op->nr = (uint16_t)nr;
 	op->cqes_left = (uint16_t)nr;
 	op->state = OP_ARMED;
-	op->flags = 0;
+	op->flags = start ? OPF_TIMED : 0;
+	op->u.flight.start_ns = start;
 	for (unsigned i = 0; i < nr; i++) {
 		sqes[i] = sqe_at(t, idx + i);
 		sqes[i]->user_data = ud; /* tracked from now on, even if submitted early */
@@ -282,7 +294,7 @@ int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uin
 			t->st.rejected++;
 		return r;
 	}
-	arm(t, op, bh, n, nr, t->ring->sq.sqe_tail, sqes);
+	arm(t, op, bh, n, nr, t->ring->sq.sqe_tail, sqes, sample_start(bh));
 	t->ring->sq.sqe_tail += nr;
 	t->ops++;
 	return 0;
@@ -309,6 +321,7 @@ int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, 
 		       uint32_t n, struct io_uring_sqe **sqes)
 {
 	unsigned space, idx, armed = 0;
+	uint64_t start;
 	int got;
 
 	if (!t || !ops || !bh || !sqes || count == 0)
@@ -328,12 +341,13 @@ int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, 
 	}
 	t->st.rejected += count - (unsigned)got;
 	idx = t->ring->sq.sqe_tail;
+	start = sample_start(bh);
 	for (; armed < (unsigned)got; armed++) {
 		struct bh_uring_op *op = ops[armed];
 
 		if (BH_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
 			break; /* the batch ends before a record in use */
-		arm(t, op, bh, n, 1, idx + armed, &sqes[armed]);
+		arm(t, op, bh, n, 1, idx + armed, &sqes[armed], start);
 	}
 	if (armed < (unsigned)got)
 		bh_release(bh, n * ((unsigned)got - armed));
@@ -416,10 +430,10 @@ static bool link_deadline(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadli
 
 	if (!lt)
 		return false;
-	op->u.ts.tv_sec = (long long)(deadline_ns / BH_SEC);
-	op->u.ts.tv_nsec = (long long)(deadline_ns % BH_SEC);
+	op->u.flight.ts.tv_sec = (long long)(deadline_ns / BH_SEC);
+	op->u.flight.ts.tv_nsec = (long long)(deadline_ns % BH_SEC);
 	last->flags |= IOSQE_IO_LINK;
-	io_uring_prep_link_timeout(lt, &op->u.ts, IORING_TIMEOUT_ABS);
+	io_uring_prep_link_timeout(lt, &op->u.flight.ts, IORING_TIMEOUT_ABS);
 	return true;
 }
 
@@ -777,17 +791,33 @@ static BH_COLD int stray(bh_uring_t *t)
 	return -EINVAL;
 }
 
+/* The op's latency to the adaptive controller: dropped when the kernel
+ * cancelled it (its deadline, bh_uring_cancel) or it timed out, ignored when
+ * it failed on its own. *now is read once per batch. */
+static BH_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint64_t *now)
+{
+	int o = res == -ECANCELED || res == -ETIME || res == -ETIMEDOUT ? BHS_DROPPED
+		: res < 0					       ? BHS_IGNORE
+								       : BHS_OK;
+
+	if (!*now)
+		*now = bh_now_ns();
+	bhs_emit(op->bh, BHS_URING, *now - op->u.flight.start_ns, o);
+}
+
 /* A tracked op's CQE: MORE, or DONE at the final CQE of its last chain
  * member, when its permits go to rb (or back at once). The caller counts. */
-static inline int op_cqe(bh_uring_t *t, uint32_t cflags, struct bh_uring_op *op,
-			 struct rel_batch *rb)
+static inline int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op *op,
+			 struct rel_batch *rb, uint64_t *now)
 {
 	if (BH_UNLIKELY(op->t != t || op->state < OP_ARMED))
 		return stray(t);
-	if ((cflags & IORING_CQE_F_MORE) || --op->cqes_left)
+	if ((cqe->flags & IORING_CQE_F_MORE) || --op->cqes_left)
 		return BH_URING_MORE;
 	/* The final CQE: the kernel is done with the op. */
 	op->state = OP_IDLE;
+	if (BH_UNLIKELY(op->flags & OPF_TIMED))
+		sample_done(op, cqe->res, now);
 	give_back(rb, op->bh, op->n);
 	return BH_URING_DONE;
 }
@@ -805,7 +835,7 @@ static BH_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, enu
 
 /* Classify one CQE and update the books; releases go to rb (or out now). */
 static inline int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **opp,
-			   struct rel_batch *rb)
+			   struct rel_batch *rb, uint64_t *now)
 {
 	uint64_t ud = cqe->user_data;
 
@@ -816,7 +846,7 @@ static inline int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct
 		return helper_cqe(t, cqe, (enum ud_tag)(ud & UD_TAG_MASK));
 	}
 	*opp = ud_ptr(ud);
-	return op_cqe(t, cqe->flags, *opp, rb);
+	return op_cqe(t, cqe, *opp, rb, now);
 }
 
 static inline bool is_wake(const struct io_uring_cqe *cqe)
@@ -827,11 +857,12 @@ static inline bool is_wake(const struct io_uring_cqe *cqe)
 int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **op)
 {
 	struct bh_uring_op *dummy;
+	uint64_t now = 0;
 	int kind;
 
 	if (!t || !cqe)
 		return -EINVAL;
-	kind = classify(t, cqe, op ? op : &dummy, NULL);
+	kind = classify(t, cqe, op ? op : &dummy, NULL, &now);
 	if (kind == BH_URING_DONE) {
 		t->ops--;
 		t->st.finished++;
@@ -860,6 +891,7 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	} b[CHUNK];
 	struct rel_batch rb;
 	unsigned done = 0;
+	uint64_t now = 0;
 	bool woken = false;
 
 	if (n == 0)
@@ -869,7 +901,7 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	rb.used = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_cqe *cqe = &cqes[((head + i) & mask) << shift];
-		int kind = classify(t, cqe, &b[i].op, &rb);
+		int kind = classify(t, cqe, &b[i].op, &rb, &now);
 
 		b[i].cqe = cqe;
 		b[i].kind = kind;
