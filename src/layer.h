@@ -15,7 +15,8 @@
 
 #include "bulkhead.h"
 
-/* One extra series for the metrics export, per bulkhead. */
+/* One extra series for the metrics export, per bulkhead. The name starts
+ * with "bulkhead_" (the JSON key is the name without it and "_total"). */
 struct bhi_layer_metric {
 	const char *name, *type, *help; /* Prometheus family, "gauge"/"counter" */
 	uint64_t value;

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "bulkhead/metrics.h"
 #include "layer.h"
 
 struct fake_layer {
 	struct bhi_layer l;
 	int destroyed;
+	uint64_t value;
 	bulkhead_t *bh;
 	struct bh_stats at_destroy; /* the bulkhead is still whole then */
 };
@@ -147,6 +149,61 @@ static void test_destroy_calls_layer_first(void **state)
 	assert_int_equal(f.at_destroy.acquired, 1);
 }
 
+static size_t fake_metrics(const struct bhi_layer *l, struct bhi_layer_metric *m)
+{
+	const struct fake_layer *f = (const struct fake_layer *)l;
+
+	m[0] = (struct bhi_layer_metric){ "bulkhead_fake_level", "gauge", "A level.", f->value, 0 };
+	m[1] = (struct bhi_layer_metric){ "bulkhead_fake_wait_seconds", "gauge", "A time.",
+					  f->value * BH_MSEC + 5, 1 };
+	m[2] = (struct bhi_layer_metric){ "bulkhead_fake_events_total", "counter", "Events.",
+					  f->value + 1, 0 };
+	return 3;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	return n;
+}
+
+/* The export shows a layer's series: one family each, grouped across
+ * bulkheads, plain ones without them; nanoseconds as exact seconds. */
+static void test_layer_series_exported(void **state)
+{
+	struct fake_layer f1, f2;
+	bulkhead_t *plain = make_bh(1, 0, 0), *all[3];
+	struct bh_metric_set set = { .bulkheads = all, .n_bulkheads = 3 };
+	char buf[1 << 16];
+
+	(void)state;
+	all[0] = gated(&f1, 1, 0, 0);
+	all[1] = plain;
+	all[2] = gated(&f2, 1, 0, 0);
+	f1.l.metrics = fake_metrics;
+	f2.l.metrics = fake_metrics;
+	f1.value = 7;
+	f2.value = 2500;
+	assert_true(bh_metrics_prometheus(&set, buf, sizeof(buf)) > 0);
+	assert_int_equal(count(buf, "# TYPE bulkhead_fake_level gauge\n"), 1);
+	assert_int_equal(count(buf, "# TYPE bulkhead_fake_events_total counter\n"), 1);
+	assert_int_equal(count(buf, "bulkhead_fake_level{"), 2);
+	assert_non_null(strstr(buf, "bulkhead_fake_wait_seconds{name=\"bulkhead-"));
+	assert_non_null(strstr(buf, "} 0.007000005\n"));
+	assert_non_null(strstr(buf, "} 2.500000005\n"));
+	assert_non_null(strstr(buf, "} 2501\n"));
+	assert_int_equal(count(buf, bh_name(plain)), count(buf, bh_name(all[0])) - 3);
+	assert_true(bh_metrics_json(&set, buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, "\"fake_level\":7,\"fake_wait_seconds\":0.007000005,"
+				    "\"fake_events\":8}"));
+	assert_int_equal(count(buf, "fake_level"), 2);
+	for (int i = 0; i < 3; i++)
+		bh_destroy(all[i]);
+}
+
 static void test_plain_bulkhead_has_no_gate(void **state)
 {
 	bulkhead_t *bh = make_bh(1, 0, 0);
@@ -166,6 +223,7 @@ int main(void)
 		cmocka_unit_test(test_gate_opening_serves_fair),
 		cmocka_unit_test(test_gate_opening_serves_unfair),
 		cmocka_unit_test(test_destroy_calls_layer_first),
+		cmocka_unit_test(test_layer_series_exported),
 		cmocka_unit_test(test_plain_bulkhead_has_no_gate),
 	};
 
