@@ -1,0 +1,52 @@
+# The cluster layer: bulkheads whose limit is shared by every instance of a
+# service through Redis (docs/cluster.md). Built when configure finds
+# hiredis (libhiredis-dev); the tests need redis-server and skip without it.
+CLUSTER_MANS = \
+	docs/man/bh_cluster_open.3 \
+	docs/man/bh_cluster_stats.3 \
+	docs/man/bh_cluster_step.3 \
+	docs/man/bh_cluster_fd.3 \
+	docs/man/bh_cluster_set_global_limit.3
+CLUSTER_SOURCES = \
+	src/cluster/cluster.c \
+	src/cluster/cluster.h \
+	src/cluster/endpoint.c \
+	src/cluster/endpoint.h \
+	src/cluster/redis.c \
+	src/cluster/store.h
+EXTRA_DIST += src/cluster/lease.lua
+
+if HAVE_HIREDIS
+bhinclude_HEADERS += include/bulkhead/cluster.h
+src_libbhcore_la_SOURCES += $(CLUSTER_SOURCES)
+nodist_src_libbhcore_la_SOURCES = src/cluster/lease_lua.h
+src_libbhcore_la_CFLAGS += $(HIREDIS_CFLAGS) -I$(top_builddir)/src/cluster
+src_libbulkhead_la_LIBADD += $(HIREDIS_LIBS)
+dist_man_MANS += $(CLUSTER_MANS)
+
+# The lease script, as a C string (the store receives this file verbatim).
+BUILT_SOURCES += src/cluster/lease_lua.h
+CLEANFILES += src/cluster/lease_lua.h
+src/cluster/lease_lua.h: $(srcdir)/src/cluster/lease.lua
+	$(AM_V_GEN)$(MKDIR_P) src/cluster && { \
+		echo '/* Generated from src/cluster/lease.lua. */'; \
+		echo '#define BHC_LEASE_LUA \'; \
+		sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n" \\/' \
+			$(srcdir)/src/cluster/lease.lua; \
+		echo '""'; \
+	} >$@.tmp && mv $@.tmp $@
+
+CLUSTER_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) -I$(top_srcdir)/src/cluster
+CLUSTER_LIBS = src/libbhcore.la $(HIREDIS_LIBS)
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_cluster
+tests_test_cluster_SOURCES = tests/test_cluster.c tests/testutil.h tests/redis_harness.h
+tests_test_cluster_CFLAGS = $(CLUSTER_CFLAGS) $(CMOCKA_CFLAGS)
+tests_test_cluster_LDADD = $(CLUSTER_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/test_cluster
+endif
+else
+EXTRA_DIST += include/bulkhead/cluster.h $(CLUSTER_SOURCES) $(CLUSTER_MANS) \
+	tests/test_cluster.c tests/redis_harness.h
+endif
