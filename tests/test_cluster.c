@@ -392,7 +392,8 @@ static void test_start_in_fallback(void **state)
 	assert_int_equal(s.last_error, -EHOSTUNREACH);
 	assert_int_equal(bh_try_acquire(bh, 2), 0);
 	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
-	assert_int_equal(cstats(bh).unaccounted, 0); /* sampled before */
+	assert_int_equal(cstats(bh).unaccounted, 2); /* not counted anywhere */
+	assert_int_equal(cstats(bh).over_admission, 2);
 	bh_cluster_step(bh, 0);
 	/* The store appears at that path: the instance joins, with its two
 	 * fallback permits still in flight counted at the store. */
@@ -581,6 +582,162 @@ static void test_thread_renews(void **state)
 	assert_int_equal(threads(), t);
 }
 
+/* ---- the store gone: fallback, rejoin, a store restarted empty --------------- */
+
+/* Step a manual handle until cond holds (a few seconds at most). */
+#define STEP_UNTIL(bh, cond) \
+	do { \
+		uint64_t end_ = bh_now_ns() + 5 * BH_SEC; \
+		while (!(cond)) { \
+			assert_true(bh_now_ns() < end_); \
+			bh_cluster_step(bh, bh_now_ns() + 10 * BH_MSEC); \
+		} \
+	} while (0)
+
+/* The same for two manual handles, stepped in turn. */
+#define STEP2_UNTIL(a, b, cond) \
+	do { \
+		uint64_t end_ = bh_now_ns() + 5 * BH_SEC; \
+		while (!(cond)) { \
+			assert_true(bh_now_ns() < end_); \
+			bh_cluster_step(a, bh_now_ns() + 5 * BH_MSEC); \
+			bh_cluster_step(b, bh_now_ns() + 5 * BH_MSEC); \
+		} \
+	} while (0)
+
+/* The store stops answering: the instance keeps its share until the lease
+ * runs out, then runs on its fallback limit, not counted at the store, and
+ * rejoins when the store answers again. */
+static void fallback_and_rejoin(uint32_t fallback)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+	uint64_t expiry;
+
+	cc.flags |= BH_CLUSTER_MANUAL;
+	cc.fallback_limit = fallback;
+	cc.timeout_ns = 100 * BH_MSEC;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* held across the outage */
+	expiry = cstats(bh).lease_expiry_ns;
+	redis_signal(&srv, SIGSTOP);
+	/* Renewals fail, but the lease is still good: 3 permits. */
+	STEP_UNTIL(bh, cstats(bh).renewals_failed >= 1);
+	if (bh_now_ns() < expiry - 20 * BH_MSEC) {
+		assert_int_equal(bh_try_acquire(bh, 2), 0);
+		assert_int_equal(bh_release(bh, 2), 0);
+	}
+	STEP_UNTIL(bh, cstats(bh).fallback_active == 1);
+	assert_true(bh_now_ns() >= expiry);
+	s = cstats(bh);
+	assert_int_equal(s.share, fallback);
+	assert_int_equal(s.fallbacks, 1);
+	assert_int_equal(s.lease_expiry_ns, 0);
+	assert_true(s.last_error == -ETIMEDOUT || s.last_error == -EHOSTUNREACH);
+	/* Held and fallback permits are unaccounted, and reported so. */
+	if (fallback)
+		assert_int_equal(bh_try_acquire(bh, fallback - 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	bh_cluster_step(bh, 0); /* samples */
+	s = cstats(bh);
+	assert_int_equal(s.unaccounted, fallback ? fallback : 1);
+	assert_int_equal(s.over_admission, s.unaccounted);
+	assert_int_equal(s.over_admission_max, s.unaccounted);
+	redis_signal(&srv, SIGCONT);
+	STEP_UNTIL(bh, cstats(bh).fallback_active == 0);
+	s = cstats(bh);
+	assert_int_equal(s.last_error, 0);
+	assert_int_equal(s.share, 3);
+	assert_int_equal(s.unaccounted, 0);
+	assert_int_equal(s.over_admission, 0);
+	assert_true(s.lease_expiry_ns > bh_now_ns());
+	assert_int_equal(bh_release(bh, fallback ? fallback : 1), 0);
+	bh_destroy(bh);
+}
+
+static void test_fallback_and_rejoin(void **state)
+{
+	(void)state;
+	fallback_and_rejoin(2);
+}
+
+static void test_fallback_zero_admits_nothing(void **state)
+{
+	(void)state;
+	fallback_and_rejoin(0);
+}
+
+static int cont_teardown(void **state)
+{
+	(void)state;
+	redis_signal(&srv, SIGCONT);
+	return 0;
+}
+
+/* The store restarts empty while A and B hold shares: the first renewal
+ * recreates the state in a learning period; every instance keeps at most
+ * what it enforced, and a newcomer gets nothing until a lease passed, even
+ * though it says the store is fresh (the state was created by an instance
+ * that remembers the old store). */
+static void test_store_restart_empty_learns(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 6);
+	bulkhead_t *a, *b, *c;
+	uint64_t sa, sb;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &a), 0);
+	assert_int_equal(bh_try_acquire(a, 6), 0); /* A is busy */
+	assert_int_equal(bh_try_acquire(a, 1), -EBUSY);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &b), 0);
+	assert_int_equal(cstats(b).share, 0);
+	assert_int_equal(bh_try_acquire(b, 1), -EBUSY); /* B wants some */
+	assert_int_equal(bh_release(a, 3), 0);           /* A now uses 3 */
+	/* B is served once A's renewal reported the 3 released. */
+	STEP2_UNTIL(a, b, cstats(b).granted >= 1);
+	assert_int_equal(bh_try_acquire(b, 1), 0);
+	sa = cstats(a).share;
+	sb = cstats(b).share;
+	assert_true(sa >= 3 && sa + sb <= 6);
+
+	redis_kill(&srv, SIGKILL);
+	assert_int_equal(redis_restart(&srv), 0);
+	STEP2_UNTIL(a, b, cstats(a).store_resets == 1 && cstats(a).last_error == 0 &&
+				  cstats(b).store_resets == 1 && cstats(b).last_error == 0);
+	assert_true(cstats(a).learning_ns > 0);
+	assert_true(cstats(b).learning_ns > 0);
+	assert_true(cstats(a).share <= sa);
+	assert_true(cstats(b).share <= sb);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &c), 0);
+	assert_int_equal(cstats(c).share, 0);
+	assert_true(cstats(c).learning_ns > 0);
+	assert_int_equal(cstats(c).store_resets, 0);
+	assert_int_equal(bh_try_acquire(c, 1), -EBUSY);
+	/* A and B keep renewing through the learning period; afterwards the
+	 * newcomer is served. */
+	{
+		uint64_t end = bh_now_ns() + LEASE + 100 * BH_MSEC;
+
+		while (bh_now_ns() < end) {
+			bh_cluster_step(a, bh_now_ns() + 5 * BH_MSEC);
+			bh_cluster_step(b, bh_now_ns() + 5 * BH_MSEC);
+			bh_cluster_step(c, bh_now_ns() + 5 * BH_MSEC);
+			assert_true(cstats(a).share + cstats(b).share + cstats(c).share <= 6);
+			bh_try_acquire(c, 1) == 0 ? (void)bh_release(c, 1) : (void)0;
+		}
+	}
+	STEP_UNTIL(c, cstats(c).learning_ns == 0 && cstats(c).share > 0);
+	assert_int_equal(bh_release(a, 3), 0);
+	assert_int_equal(bh_release(b, 1), 0);
+	bh_destroy(a);
+	bh_destroy(b);
+	bh_destroy(c);
+}
+
 /* ---- the store's side ------------------------------------------------------------- */
 
 static void test_noscript_reloads(void **state)
@@ -717,6 +874,9 @@ int main(void)
 		cmocka_unit_test(test_lease_checked_on_admission),
 		cmocka_unit_test(test_manual_fd_polls_readable),
 		cmocka_unit_test(test_thread_renews),
+		cmocka_unit_test_teardown(test_fallback_and_rejoin, cont_teardown),
+		cmocka_unit_test_teardown(test_fallback_zero_admits_nothing, cont_teardown),
+		cmocka_unit_test(test_store_restart_empty_learns),
 		cmocka_unit_test(test_noscript_reloads),
 		cmocka_unit_test(test_expiry_on_store_clock),
 		cmocka_unit_test(test_set_global_limit),

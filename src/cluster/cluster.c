@@ -39,7 +39,7 @@
 enum stat {
 	S_GLOBAL, S_SHARE, S_GRANTED, S_WANT, S_INSTANCES, S_EXPIRY, S_LEARNING,
 	S_RENEWALS, S_FAILED, S_RESETS, S_FALLBACK, S_FALLBACKS, S_UNACCOUNTED,
-	S_OVER, S_OVER_MAX, S_LAST_ERROR, S_EXCESS, S_NSTATS
+	S_OVER, S_OVER_MAX, S_LAST_ERROR, S_EXCESS, S_ACCOUNTED_END, S_JOINED, S_NSTATS
 };
 
 struct bhc {
@@ -177,16 +177,23 @@ static void enter_fallback(struct bhc *c)
 	allow(c, c->fallback, BHI_GATE_OPEN);
 }
 
-/* Permits in flight that the store may no longer count, and the estimate. */
-static void account(struct bhc *c, uint64_t now, uint64_t held)
+/* Permits in flight that the store may no longer count (all of them in
+ * fallback, or once the lease may have run out at the store), and the
+ * over-admission estimate. Any thread may call it (bh_cluster_stats): it
+ * reads only the statistics, and the maximum is kept with a CAS. */
+static void account(struct bhc *c, uint64_t held)
 {
-	uint64_t un = c->in_fallback || !c->joined || now >= c->accounted_end ? held : 0;
-	uint64_t over = un + get(c, S_EXCESS);
+	uint64_t end = get(c, S_ACCOUNTED_END), un, over, max;
 
+	un = get(c, S_FALLBACK) || !get(c, S_JOINED) || mono() >= end ? held : 0;
+	over = un + get(c, S_EXCESS);
 	put(c, S_UNACCOUNTED, un);
 	put(c, S_OVER, over);
-	if (over > get(c, S_OVER_MAX))
-		put(c, S_OVER_MAX, over);
+	max = get(c, S_OVER_MAX);
+	while (over > max && !atomic_compare_exchange_weak_explicit(&c->st[S_OVER_MAX], &max, over,
+								    memory_order_relaxed,
+								    memory_order_relaxed))
+		;
 }
 
 static void sample(struct bhc *c, uint64_t now)
@@ -198,7 +205,7 @@ static void sample(struct bhc *c, uint64_t now)
 		c->peak_held = (uint32_t)s->in_flight;
 	if (s->queued > c->peak_queued)
 		c->peak_queued = (uint32_t)s->queued;
-	account(c, now, s->in_flight);
+	account(c, s->in_flight);
 	c->next_sample = now + c->sample_every;
 }
 
@@ -300,6 +307,8 @@ static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
 	put(c, S_LEARNING, g->learning_us * BH_USEC);
 	put(c, S_EXCESS, g->excess);
 	put(c, S_EXPIRY, real(end));
+	put(c, S_ACCOUNTED_END, real(c->accounted_end));
+	put(c, S_JOINED, 1);
 	put(c, S_LAST_ERROR, 0);
 	bump(c, S_RENEWALS);
 	allow(c, share, gate_for(c, end));
@@ -728,11 +737,14 @@ int bh_cluster_open(const struct bh_cluster_config *cc, const struct bh_config *
 
 int bh_cluster_stats(const bulkhead_t *bh, struct bh_cluster_stats *out)
 {
-	const struct bhc *c = bh ? cluster_of(bh) : NULL;
+	struct bhc *c = bh ? cluster_of(bh) : NULL;
+	struct bh_stats local; /* ~10 KB; only in_flight is needed */
 	uint64_t connects;
 
 	if (!c || !out)
 		return -EINVAL;
+	bh_stats(bh, &local);
+	account(c, local.in_flight); /* unaccounted as of now */
 	connects = atomic_load_explicit(&c->store->connects, memory_order_relaxed);
 	*out = (struct bh_cluster_stats){
 		.global_limit = get(c, S_GLOBAL),
