@@ -263,6 +263,10 @@ static void begin(struct bhc *c, uint64_t now)
 	c->peak_queued = (uint32_t)s->queued;
 }
 
+/* Fallback needs the store to have failed a request begun after the
+ * lease ran out: a request that was in flight while this process was
+ * stopped (SIGSTOP, a long pause) times out on resuming, but says nothing
+ * about the store; it is retried at once instead. */
 static void failed(struct bhc *c, int err, uint64_t now)
 {
 	bump(c, S_FAILED);
@@ -271,8 +275,12 @@ static void failed(struct bhc *c, int err, uint64_t now)
 	if (c->backoff > c->renew)
 		c->backoff = c->renew;
 	c->next_renew = now + c->backoff;
-	if (c->started && now >= c->lease_end)
-		enter_fallback(c); /* the lease is out and the store did not answer */
+	if (!c->started || now < c->lease_end)
+		return;
+	if (c->sent_at >= c->lease_end)
+		enter_fallback(c);
+	else
+		c->next_renew = now;
 }
 
 static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
@@ -282,7 +290,11 @@ static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
 	bool shrank = share < c->applied;
 
 	if (end <= now) {
-		failed(c, -ETIMEDOUT, now); /* too late to use */
+		/* Too late to use (this process was stopped meanwhile), but
+		 * the store answers: ask again at once, no fallback. */
+		bump(c, S_FAILED);
+		put(c, S_LAST_ERROR, (uint64_t)(int64_t)-ETIMEDOUT);
+		c->next_renew = now;
 		return;
 	}
 	if (c->epoch && g->epoch != c->epoch)

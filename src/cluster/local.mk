@@ -45,8 +45,21 @@ tests_test_cluster_SOURCES = tests/test_cluster.c tests/testutil.h tests/redis_h
 tests_test_cluster_CFLAGS = $(CLUSTER_CFLAGS) $(CMOCKA_CFLAGS)
 tests_test_cluster_LDADD = $(CLUSTER_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/test_cluster
+
+# Multi-process fault scenarios: instance processes (tests/cluster_inst)
+# calling a backend that counts its own concurrency.
+check_PROGRAMS += tests/test_cluster_faults tests/cluster_inst
+tests_test_cluster_faults_SOURCES = tests/test_cluster_faults.c tests/testutil.h \
+	tests/redis_harness.h
+tests_test_cluster_faults_CFLAGS = $(CLUSTER_CFLAGS) $(CMOCKA_CFLAGS)
+tests_test_cluster_faults_LDADD = $(CLUSTER_LIBS) $(CMOCKA_LIBS)
+TESTS += tests/test_cluster_faults
 endif
+tests_cluster_inst_SOURCES = tests/cluster_inst.c
+tests_cluster_inst_CFLAGS = $(CLUSTER_CFLAGS)
+tests_cluster_inst_LDADD = $(CLUSTER_LIBS)
 else
 EXTRA_DIST += include/bulkhead/cluster.h $(CLUSTER_SOURCES) $(CLUSTER_MANS) \
-	tests/test_cluster.c tests/redis_harness.h
+	tests/test_cluster.c tests/redis_harness.h tests/test_cluster_faults.c \
+	tests/cluster_inst.c
 endif
