@@ -425,10 +425,10 @@ static void test_auth_password_and_acl_user(void **state)
 	(void)state;
 	/* What docs/cluster.md asks for: the scripting commands, the ones
 	 * the script calls, the limits' keys. */
-	assert_int_equal(rh_do(&srv, "ACL SETUSER bhuser on >bh-user-pw ~{bh:*} +evalsha +eval "
+	assert_int_equal(rh_do(&srv, "ACL SETUSER bhuser on >bh-user-pw ~{bh:*} +evalsha "
 				     "+script|load +type +time +hgetall +hset +hdel +pexpire"),
 			 0);
-	assert_int_equal(rh_do(&srv, "ACL SETUSER nohset on >nohset-pw ~{bh:*} +evalsha +eval "
+	assert_int_equal(rh_do(&srv, "ACL SETUSER nohset on >nohset-pw ~{bh:*} +evalsha "
 				     "+script|load +type +time +hgetall +hdel +pexpire"),
 			 0);
 	assert_int_equal(rh_do(&srv, "ACL SETUSER weak on >weak-pw ~other:* +@all"), 0);

@@ -14,7 +14,7 @@ CLUSTER_SOURCES = \
 	src/cluster/endpoint.h \
 	src/cluster/redis.c \
 	src/cluster/store.h
-EXTRA_DIST += src/cluster/lease.lua
+EXTRA_DIST += docs/cluster.md src/cluster/lease.lua
 
 if HAVE_HIREDIS
 bhinclude_HEADERS += include/bulkhead/cluster.h
@@ -55,11 +55,25 @@ tests_test_cluster_faults_CFLAGS = $(CLUSTER_CFLAGS) $(CMOCKA_CFLAGS)
 tests_test_cluster_faults_LDADD = $(CLUSTER_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/test_cluster_faults
 endif
+# The header compiles and links as C++.
+if HAVE_CXX
+check_PROGRAMS += tests/test_cluster_cxx
+tests_test_cluster_cxx_SOURCES = tests/test_cluster_cxx.cc
+tests_test_cluster_cxx_CXXFLAGS = -Wall -Wextra -Werror $(BH_SAN_FLAGS)
+tests_test_cluster_cxx_LDADD = src/libbulkhead.la
+TESTS += tests/test_cluster_cxx
+endif
+
+noinst_PROGRAMS += bench/bench_cluster
+bench_bench_cluster_SOURCES = bench/bench_cluster.c tests/redis_harness.h
+bench_bench_cluster_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) -I$(top_srcdir)/tests -O2
+bench_bench_cluster_LDADD = src/libbulkhead.la $(HIREDIS_LIBS)
+
 tests_cluster_inst_SOURCES = tests/cluster_inst.c
 tests_cluster_inst_CFLAGS = $(CLUSTER_CFLAGS)
 tests_cluster_inst_LDADD = $(CLUSTER_LIBS)
 else
 EXTRA_DIST += include/bulkhead/cluster.h $(CLUSTER_SOURCES) $(CLUSTER_MANS) \
 	tests/test_cluster.c tests/redis_harness.h tests/test_cluster_faults.c \
-	tests/cluster_inst.c
+	tests/cluster_inst.c bench/bench_cluster.c tests/test_cluster_cxx.cc
 endif
