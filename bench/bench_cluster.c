@@ -302,10 +302,9 @@ static void bench_instances(void)
 	cl = instances_ops(true, fresh_name(name, sizeof(name)), run_ms);
 	printf("3. 4 instances (processes) x 2 callers, global limit 8, acquire+release, %u ms\n",
 	       run_ms);
-	printf("   Redisson-style semaphore (a script per acquire and release, 1 ms poll) %12.0f ops/s\n",
-	       base);
-	printf("   cluster bulkheads                                                        %12.0f ops/s\n",
-	       cl);
+	printf("   Redisson-style semaphore (a script per acquire and release, 1 ms poll)"
+	       " %12.0f ops/s\n", base);
+	printf("   cluster bulkheads %*s %12.0f ops/s\n", 53, "", cl);
 	printf("   ratio %.0fx\n", base > 0 ? cl / base : 0.0);
 }
 

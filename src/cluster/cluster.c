@@ -689,7 +689,8 @@ static int join(struct bhc *c)
 		now = clk();
 		fd = c->store->ops->fd(c->store, &ev);
 		p = (struct pollfd){ .fd = fd, .events = ev };
-		poll(&p, 1, (int)((c->deadline - now + BH_MSEC - 1) / BH_MSEC));
+		/* progress() gives up at the deadline: wait at most until then */
+		poll(&p, 1, now < c->deadline ? (int)((c->deadline - now + BH_MSEC - 1) / BH_MSEC) : 0);
 	}
 	return c->joined ? 0 : (int)(int64_t)get(c, S_LAST_ERROR);
 }

@@ -48,9 +48,9 @@ TESTS += tests/test_cluster
 
 # Multi-process fault scenarios: instance processes (tests/cluster_inst)
 # calling a backend that counts its own concurrency.
-check_PROGRAMS += tests/test_cluster_faults tests/cluster_inst
+check_PROGRAMS += tests/test_cluster_faults
 tests_test_cluster_faults_SOURCES = tests/test_cluster_faults.c tests/testutil.h \
-	tests/redis_harness.h
+	tests/redis_harness.h tests/cluster_rig.h
 tests_test_cluster_faults_CFLAGS = $(CLUSTER_CFLAGS) $(CMOCKA_CFLAGS)
 tests_test_cluster_faults_LDADD = $(CLUSTER_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/test_cluster_faults
@@ -69,11 +69,20 @@ bench_bench_cluster_SOURCES = bench/bench_cluster.c tests/redis_harness.h
 bench_bench_cluster_CFLAGS = $(AM_CFLAGS) $(HIREDIS_CFLAGS) -I$(top_srcdir)/tests -O2
 bench_bench_cluster_LDADD = src/libbulkhead.la $(HIREDIS_LIBS)
 
+check_PROGRAMS += tests/cluster_inst
 tests_cluster_inst_SOURCES = tests/cluster_inst.c
 tests_cluster_inst_CFLAGS = $(CLUSTER_CFLAGS)
 tests_cluster_inst_LDADD = $(CLUSTER_LIBS)
+
+# The soak: random faults for BH_STRESS_SECONDS (make stress).
+STRESS_PROGS += stress/stress_cluster
+stress_stress_cluster_SOURCES = stress/stress_cluster.c tests/cluster_rig.h \
+	tests/redis_harness.h
+stress_stress_cluster_CFLAGS = $(CLUSTER_CFLAGS) -I$(top_srcdir)/tests
+stress_stress_cluster_LDADD = $(CLUSTER_LIBS)
 else
 EXTRA_DIST += include/bulkhead/cluster.h $(CLUSTER_SOURCES) $(CLUSTER_MANS) \
 	tests/test_cluster.c tests/redis_harness.h tests/test_cluster_faults.c \
-	tests/cluster_inst.c bench/bench_cluster.c tests/test_cluster_cxx.cc
+	tests/cluster_inst.c bench/bench_cluster.c tests/test_cluster_cxx.cc \
+	tests/cluster_rig.h stress/stress_cluster.c
 endif
