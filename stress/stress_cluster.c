@@ -61,9 +61,7 @@ static void start(int i)
 /* A failed check exits: take the instances and the server along. */
 static void cleanup(void)
 {
-	for (int i = 0; i < N; i++)
-		if (insts[i].pid > 0)
-			kill(insts[i].pid, SIGKILL);
+	rig_kill_all();
 	redis_stop(&srv);
 }
 

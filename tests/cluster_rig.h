@@ -114,6 +114,27 @@ static struct redis_srv srv;
 static char inst_path[PATH_MAX];
 static unsigned seq;
 static bool rig_fresh = true; /* instances pass BH_CLUSTER_FRESH_STORE */
+static pid_t rig_pids[64];     /* instances alive, for rig_kill_all */
+
+static inline void rig_track(pid_t pid, bool alive)
+{
+	for (int i = 0; i < 64; i++)
+		if (alive ? rig_pids[i] == 0 : rig_pids[i] == pid) {
+			rig_pids[i] = alive ? pid : 0;
+			return;
+		}
+}
+
+/* After a failed check: no instance of it may go on loading the backend. */
+static inline void rig_kill_all(void)
+{
+	for (int i = 0; i < 64; i++)
+		if (rig_pids[i] > 0) {
+			kill(rig_pids[i], SIGKILL);
+			waitpid(rig_pids[i], NULL, 0);
+			rig_pids[i] = 0;
+		}
+}
 
 struct inst {
 	pid_t pid;
@@ -179,6 +200,7 @@ static inline int inst_start_v(struct inst *p, const char *label, const char *na
 		execv(inst_path, (char *const *)argv);
 		_exit(127);
 	}
+	rig_track(p->pid, true);
 	close(to[0]);
 	close(from[1]);
 	p->in = fdopen(to[1], "w");
@@ -187,6 +209,7 @@ static inline int inst_start_v(struct inst *p, const char *label, const char *na
 	RIG_CHECK(sscanf(line, "ready %d", &rc) == 1);
 	if (rc != 0) {
 		waitpid(p->pid, NULL, 0);
+		rig_track(p->pid, false);
 		fclose(p->in);
 		fclose(p->out);
 		p->pid = 0;
@@ -270,6 +293,7 @@ static inline void inst_quit(struct inst *p)
 	while (fgets(line, sizeof(line), p->out) && strcmp(line, "bye\n") != 0)
 		;
 	waitpid(p->pid, &status, 0);
+	rig_track(p->pid, false);
 	/* A sanitizer's finding in the instance shows as its exit status. */
 	RIG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	fclose(p->in);
@@ -281,6 +305,7 @@ static inline void inst_kill(struct inst *p)
 {
 	kill(p->pid, SIGKILL);
 	waitpid(p->pid, NULL, 0);
+	rig_track(p->pid, false);
 	fclose(p->in);
 	fclose(p->out);
 	p->pid = 0;

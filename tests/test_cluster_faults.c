@@ -208,7 +208,7 @@ static void test_sigstop_instance(void **state)
 	(void)state;
 	name_for("stop", name, sizeof(name));
 	inst_start(&a, "A", name, 8, "--fallback", "2", NULL);
-	inst_start(&b, "B", name, 8, "--fallback", "2", "--timeout-ms", "400", NULL);
+	inst_start(&b, "B", name, 8, "--fallback", "2", "--timeout-ms", "500", NULL);
 	inst_say(&a, "demand 8");
 	inst_say(&b, "demand 8");
 	t0 = rh_now();
@@ -222,7 +222,7 @@ static void test_sigstop_instance(void **state)
 	while (inst_stats(&a).share < 8)
 		assert_true(rh_now() - t0 < 3 * BH_SEC);
 	rh_sleep_ms(100);
-	assert_int_equal(rh_do(&srv, "CLIENT PAUSE 300 ALL"), 0);
+	assert_int_equal(rh_do(&srv, "CLIENT PAUSE 150 ALL"), 0);
 	kill(b.pid, SIGCONT);
 	rh_sleep_ms(1500);
 	peak = peak_window();
@@ -430,17 +430,29 @@ static void test_clock_offsets(void **state)
 	inst_quit(&c);
 }
 
+/* Whatever a failed scenario left: its instances, a stopped or paused
+ * server. */
+static int teardown(void **state)
+{
+	(void)state;
+	rig_kill_all();
+	redis_signal(&srv, SIGCONT);
+	rh_do(&srv, "CLIENT UNPAUSE");
+	peak_window();
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest all[] = {
-		cmocka_unit_test(test_skew_and_converge),
-		cmocka_unit_test(test_shrink_with_calls_in_flight),
-		cmocka_unit_test(test_sigkill_instance),
-		cmocka_unit_test(test_sigstop_instance),
-		cmocka_unit_test(test_redis_stop_kill_restart),
-		cmocka_unit_test(test_client_kill),
-		cmocka_unit_test(test_slow_store),
-		cmocka_unit_test(test_clock_offsets),
+		cmocka_unit_test_teardown(test_skew_and_converge, teardown),
+		cmocka_unit_test_teardown(test_shrink_with_calls_in_flight, teardown),
+		cmocka_unit_test_teardown(test_sigkill_instance, teardown),
+		cmocka_unit_test_teardown(test_sigstop_instance, teardown),
+		cmocka_unit_test_teardown(test_redis_stop_kill_restart, teardown),
+		cmocka_unit_test_teardown(test_client_kill, teardown),
+		cmocka_unit_test_teardown(test_slow_store, teardown),
+		cmocka_unit_test_teardown(test_clock_offsets, teardown),
 	};
 	struct CMUnitTest chosen[8];
 	const char *only = getenv("BH_CLUSTER_SCENARIO");
