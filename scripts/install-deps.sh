@@ -2,8 +2,8 @@
 # Installs what building and testing libbulkhead needs on Debian/Ubuntu.
 # Skips apt entirely when everything is already there.
 set -e
-pkgs="build-essential autoconf automake libtool pkg-config groff-base
-      libcmocka-dev liburing-dev clang curl prometheus"
+pkgs="build-essential autoconf automake libtool autoconf-archive pkg-config groff-base
+      libcmocka-dev liburing-dev clang curl prometheus libhiredis-dev redis-server"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "sample_hook.h"
+#include "layer.h"
 
 /* States of a blocking waiter's futex word. WAITING and SLEEPING are the
  * queued states (SLEEPING: the owner is or is about to be in the kernel, so a
@@ -74,6 +76,18 @@ static inline bool cas_word(struct bulkhead *bh, uint64_t *w, uint64_t nw)
 static inline uint64_t load_word(const struct bulkhead *bh)
 {
 	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_relaxed);
+}
+
+/* A layer's gate (src/layer.h): shut once the coarse clock reaches it. */
+static inline bool gate_reached(const struct bulkhead *bh)
+{
+	return bhi_coarse_ns() >= atomic_load_explicit(&((struct bulkhead *)bh)->gate_ns,
+						      memory_order_relaxed);
+}
+
+static inline bool gate_shut(const struct bulkhead *bh)
+{
+	return BH_UNLIKELY(bh->flags & BHI_GATED) && gate_reached(bh);
 }
 
 static inline bool n_valid(uint32_t n)
@@ -189,6 +203,8 @@ void bh_destroy(bulkhead_t *bh)
 {
 	if (!bh)
 		return;
+	if (bh->layer)
+		bh->layer->destroy(bh->layer);
 	pthread_mutex_destroy(&bh->lock);
 	free(bh->hold);
 	free(bh);
@@ -407,6 +423,8 @@ static void serve(struct bulkhead *bh, struct wake_batch *wb)
 {
 	struct bh_qlink *h;
 
+	if (bh->head && gate_shut(bh))
+		return;
 	while ((h = bh->head) != NULL) {
 		uint64_t w = load_word(bh), nw;
 		bool handoff;
@@ -438,14 +456,14 @@ static void serve(struct bulkhead *bh, struct wake_batch *wb)
 static int admit(struct bulkhead *bh, struct bh_qlink *l)
 {
 	uint64_t w = load_word(bh), nw;
-	bool take;
+	bool shut = gate_shut(bh), take;
 
 	do {
 		if (w & W_CLOSED)
 			return -ESHUTDOWN;
 		if (l->n > w_limit(w))
 			return -EINVAL;
-		take = may_take(w, l->n);
+		take = !shut && may_take(w, l->n);
 		if (!take && w_nq(w) >= bh->queue_cap)
 			return -EBUSY;
 		nw = take ? w - l->n : w + W_NQ_ONE;
@@ -579,7 +597,7 @@ static void record_wait(struct bulkhead *bh, uint64_t enqueued_ns, int result)
 
 /* The fast path: one CAS when the permits are free. A guess that says "no"
  * is checked against the real word before anyone is refused. */
-static inline bool take_fast(struct bulkhead *bh, uint32_t n)
+static inline bool take_word(struct bulkhead *bh, uint32_t n)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
 	uint64_t w = first_look(bh, s);
@@ -598,6 +616,20 @@ static inline bool take_fast(struct bulkhead *bh, uint32_t n)
 		}
 	}
 	return false;
+}
+
+/* A gated bulkhead reads the clock first; out of line, so that the plain
+ * fast path keeps its registers and pays one flag test. */
+static __attribute__((noinline)) bool take_gated(struct bulkhead *bh, uint32_t n)
+{
+	return !gate_reached(bh) && take_word(bh, n);
+}
+
+static inline bool take_fast(struct bulkhead *bh, uint32_t n)
+{
+	if (BH_UNLIKELY(bh->flags & BHI_GATED))
+		return take_gated(bh, n);
+	return take_word(bh, n);
 }
 
 int bh_try_acquire(bulkhead_t *bh, uint32_t n)
@@ -703,7 +735,7 @@ static bool compete(struct bulkhead *bh, struct sync_waiter *sw)
 {
 	struct wake_batch wb;
 	uint64_t w, nw, now;
-	bool won;
+	bool won, shut;
 
 	lock(bh, &wb);
 	if (atomic_load_explicit(&sw->state, memory_order_relaxed) != WS_WOKEN) {
@@ -711,9 +743,10 @@ static bool compete(struct bulkhead *bh, struct sync_waiter *sw)
 		return false;
 	}
 	now = bh->ops->now(bh->ops->ctx);
+	shut = gate_shut(bh);
 	w = load_word(bh);
 	do {
-		won = w_avail(w) >= (int64_t)sw->link.n;
+		won = !shut && w_avail(w) >= (int64_t)sw->link.n;
 		nw = won ? w - sw->link.n - W_NQ_ONE : w;
 		nw &= ~(W_WOKEN | W_STARVING);
 		if (!won && starving(bh, sw, now))
@@ -1027,4 +1060,45 @@ int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 		bh_hist_merge(&out->hold, &shard);
 	}
 	return 0;
+}
+
+/* ---- layers (src/layer.h) -------------------------------------------------- */
+
+uint64_t bhi_coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * BH_SEC + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bhi_coarse_res_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return 10 * BH_MSEC; /* HZ=100, the coarsest Linux tick */
+	return (uint64_t)ts.tv_sec * BH_SEC + (uint64_t)ts.tv_nsec;
+}
+
+void bhi_layer_attach(bulkhead_t *bh, struct bhi_layer *l)
+{
+	bh->layer = l;
+	atomic_store_explicit(&bh->gate_ns, 0, memory_order_relaxed);
+	bh->flags |= BHI_GATED;
+}
+
+struct bhi_layer *bhi_layer_of(const bulkhead_t *bh)
+{
+	return bh->layer;
+}
+
+void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns)
+{
+	struct wake_batch wb;
+
+	atomic_store_explicit(&bh->gate_ns, until_ns, memory_order_relaxed);
+	lock(bh, &wb);
+	dispatch(bh, &wb); /* waiters queued while it was shut */
+	unlock(bh, &wb);
 }

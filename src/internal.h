@@ -53,6 +53,9 @@
 #define W_WOKEN (1ull << 62)
 #define W_CLOSED (1ull << 63)
 
+/* Internal flag (above the public BH_* flags): a layer's gate applies. */
+#define BHI_GATED (1u << 31)
+
 static inline int64_t w_avail(uint64_t w)
 {
 	return (int64_t)(w & W_AVAIL_MASK) - (int64_t)W_BIAS;
@@ -130,6 +133,7 @@ struct bulkhead {
 	uint32_t queue_cap;
 	uint32_t nslots; /* exclusive slots; slots[nslots] is shared */
 	_Atomic(struct bhs_sink *) sink; /* automatic samples go here (sample_hook.h) */
+	_Atomic uint64_t gate_ns; /* BHI_GATED: admit while coarse clock < this */
 
 	/* Line 2: the slow path. */
 	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
@@ -147,6 +151,7 @@ struct bulkhead {
 	char name[BH_NAME_MAX];
 	struct bhi_hist wait, wait_failed;
 	struct bhi_hist *hold; /* BHI_HOLD_SHARDS of them with BH_TRACK_HOLD */
+	struct bhi_layer *layer; /* src/layer.h; NULL for a plain bulkhead */
 
 	struct bhi_slot slots[];
 };

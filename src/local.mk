@@ -7,7 +7,8 @@ src_libbhcore_la_SOURCES = \
 	src/hist.c \
 	src/sync.c \
 	src/tindex.c \
-	src/internal.h
+	src/internal.h \
+	src/layer.h
 src_libbhcore_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS)
 
 lib_LTLIBRARIES += src/libbulkhead.la

@@ -8,6 +8,7 @@
 
 #include "bulkhead/metrics.h"
 #include "internal.h"
+#include "layer.h"
 
 /* Where text goes: a caller's buffer (counting what would not fit, like
  * snprintf) or a stream. */
@@ -75,6 +76,8 @@ static void put_json_string(struct out *o, const char *s)
 struct snap {
 	const struct bulkhead *bh;
 	struct bh_stats st;
+	struct bhi_layer_metric layer[BHI_LAYER_METRICS_MAX]; /* a layer's series */
+	size_t n_layer;
 };
 
 struct pool_snap {
@@ -107,8 +110,12 @@ static int take_snaps(const struct bh_metric_set *set, struct snaps *s)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < s->n_bh; i++) {
+		const struct bhi_layer *l = set->bulkheads[i]->layer;
+
 		s->bh[i].bh = set->bulkheads[i];
 		bh_stats(set->bulkheads[i], &s->bh[i].st);
+		if (l && l->metrics)
+			s->bh[i].n_layer = l->metrics(l, s->bh[i].layer);
 	}
 	for (size_t i = 0; i < s->n_pool; i++) {
 		s->pool[i].name = bh_pool_name(set->pools[i]);
@@ -312,6 +319,52 @@ static void put_histograms(struct out *o, const struct snaps *s)
 	}
 }
 
+/* ---- series added by layers (src/layer.h) ------------------------------------ */
+
+static void put_layer_value(struct out *o, const struct bhi_layer_metric *m)
+{
+	if (m->is_ns)
+		put_seconds(o, m->value);
+	else
+		put(o, "%llu", (unsigned long long)m->value);
+}
+
+static const struct bhi_layer_metric *find_layer_metric(const struct snap *b, const char *name)
+{
+	for (size_t k = 0; k < b->n_layer; k++)
+		if (!strcmp(b->layer[k].name, name))
+			return &b->layer[k];
+	return NULL;
+}
+
+/* One family per name, in order of first appearance, with a sample for
+ * every bulkhead that has it. */
+static void put_layer_families(struct out *o, const struct snaps *s)
+{
+	for (size_t i = 0; i < s->n_bh; i++) {
+		for (size_t k = 0; k < s->bh[i].n_layer; k++) {
+			const struct bhi_layer_metric *m = &s->bh[i].layer[k];
+			bool seen = false;
+
+			for (size_t j = 0; j < i && !seen; j++)
+				seen = find_layer_metric(&s->bh[j], m->name) != NULL;
+			if (seen)
+				continue;
+			put_head(o, m->name, m->type, m->help);
+			for (size_t j = i; j < s->n_bh; j++) {
+				const struct bhi_layer_metric *v = find_layer_metric(&s->bh[j], m->name);
+
+				if (!v)
+					continue;
+				put_sample_start(o, m->name, "", s->bh[j].bh->name);
+				put(o, "} ");
+				put_layer_value(o, v);
+				put_char(o, '\n');
+			}
+		}
+	}
+}
+
 static int prometheus(struct out *o, const struct snaps *s)
 {
 	const char **bh_names = names_of(s, false), **pool_names = names_of(s, true);
@@ -320,6 +373,7 @@ static int prometheus(struct out *o, const struct snaps *s)
 	if (bh_names && pool_names) {
 		put_scalars(o, SCALAR(scalars), &s->bh[0].st, sizeof(s->bh[0]), bh_names, s->n_bh);
 		put_histograms(o, s);
+		put_layer_families(o, s);
 		put_scalars(o, SCALAR(pool_scalars), &s->pool[0].st, sizeof(s->pool[0]), pool_names,
 			    s->n_pool);
 	} else {
@@ -372,6 +426,16 @@ static int json(struct out *o, const struct snaps *s)
 		put_json_hist(o, "wait_failed", &st->wait_failed);
 		if (s->bh[i].bh->hold)
 			put_json_hist(o, "hold", &st->hold);
+		for (size_t k = 0; k < s->bh[i].n_layer; k++) {
+			const struct bhi_layer_metric *m = &s->bh[i].layer[k];
+			const char *key = m->name + strlen("bulkhead_");
+			size_t keylen = strlen(key);
+
+			if (keylen > 6 && !strcmp(key + keylen - 6, "_total"))
+				keylen -= 6;
+			put(o, ",\"%.*s\":", (int)keylen, key);
+			put_layer_value(o, m);
+		}
 		put_char(o, '}');
 	}
 	put(o, "],\"pools\":[");

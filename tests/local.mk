@@ -9,6 +9,13 @@ tests_test_core_SOURCES = tests/test_core.c tests/testutil.h
 tests_test_core_CFLAGS = $(TEST_CFLAGS)
 tests_test_core_LDADD = $(TEST_LIBS)
 TESTS += tests/test_core
+
+# The core's hook for layers (src/layer.h).
+check_PROGRAMS += tests/test_layer
+tests_test_layer_SOURCES = tests/test_layer.c tests/testutil.h
+tests_test_layer_CFLAGS = $(TEST_CFLAGS)
+tests_test_layer_LDADD = $(TEST_LIBS)
+TESTS += tests/test_layer
 endif
 
 # Only bh_* leaves the shared library.

@@ -138,10 +138,12 @@ ours() {
 }
 
 # True for a page of an optional header this build does not install
-# (BH_HEADERS: what make install installs): bh_uring_* without liburing.
+# (BH_HEADERS: what make install installs): bh_uring_* without liburing,
+# bh_cluster_* without hiredis.
 not_built() {
 	case $1 in
 	bh_uring_*) case " $BH_HEADERS " in *" include/bulkhead/uring.h "*) return 1 ;; esac ;;
+	bh_cluster_*) case " $BH_HEADERS " in *" include/bulkhead/cluster.h "*) return 1 ;; esac ;;
 	*) return 1 ;;
 	esac
 }

@@ -1,0 +1,53 @@
+/* Private to libbulkhead: what an optional layer built on the core's public
+ * API may ask of the core itself. The cluster layer (src/cluster/) is the
+ * one user: its handle is an ordinary bulkhead whose admission must also
+ * stop when a lease runs out, even if no thread of the layer has run since
+ * (a process resumed after SIGSTOP), and whose bh_destroy must give the
+ * lease back.
+ *
+ * A plain bulkhead pays one flag test on its acquire fast path; releases
+ * pay nothing. */
+#ifndef BH_LAYER_H
+#define BH_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bulkhead.h"
+
+/* One extra series for the metrics export, per bulkhead. The name starts
+ * with "bulkhead_" (the JSON key is the name without it and "_total"). */
+struct bhi_layer_metric {
+	const char *name, *type, *help; /* Prometheus family, "gauge"/"counter" */
+	uint64_t value;
+	int is_ns; /* value is nanoseconds: exported as seconds */
+};
+#define BHI_LAYER_METRICS_MAX 16
+
+struct bhi_layer {
+	/* Called first by bh_destroy, before the core frees anything. */
+	void (*destroy)(struct bhi_layer *l);
+	/* Fill up to BHI_LAYER_METRICS_MAX entries; return how many. */
+	size_t (*metrics)(const struct bhi_layer *l, struct bhi_layer_metric *m);
+};
+
+/* Attach l to bh before bh is shared. From then on every admission (the
+ * fast paths, queueing, grants to queued waiters) also needs the gate open:
+ * bhi_coarse_ns() < the gate's time, which starts at 0 (shut). */
+void bhi_layer_attach(bulkhead_t *bh, struct bhi_layer *l);
+struct bhi_layer *bhi_layer_of(const bulkhead_t *bh);
+
+/* Admission is allowed while bhi_coarse_ns() < until_ns (0: never,
+ * BHI_GATE_OPEN: always). Opening serves waiters that now fit. The store is
+ * relaxed: a thread that read the old value just before is like a thread
+ * that was admitted just before, so callers that shut the gate must not
+ * assume that nobody admits on the old value a moment later. */
+#define BHI_GATE_OPEN UINT64_MAX
+void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns);
+
+/* CLOCK_MONOTONIC_COARSE in ns: never ahead of CLOCK_MONOTONIC, behind it
+ * by about one tick, bhi_coarse_res_ns() (a layer allows for two). */
+uint64_t bhi_coarse_ns(void);
+uint64_t bhi_coarse_res_ns(void);
+
+#endif /* BH_LAYER_H */

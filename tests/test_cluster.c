@@ -1,0 +1,899 @@
+/* Cluster bulkheads against a real redis-server (started here, on a unix
+ * socket and a loopback port in a temporary directory; the test skips with
+ * 77 when redis-server is not installed). Multi-process fault scenarios are
+ * in test_cluster_faults.c. */
+#include <dirent.h>
+#include <poll.h>
+
+#include "testutil.h"
+#include "redis_harness.h"
+#include "bulkhead/cluster.h"
+#include "bulkhead/metrics.h"
+#include "endpoint.h"
+
+#define LEASE (600 * BH_MSEC)
+
+static struct redis_srv srv;
+static unsigned seq; /* a fresh limit name per test */
+
+static const char *fresh_name(char *buf, size_t len)
+{
+	snprintf(buf, len, "t%u-%d", ++seq, (int)getpid());
+	return buf;
+}
+
+static struct bh_cluster_config config(const char *name, uint32_t limit)
+{
+	return (struct bh_cluster_config){
+		.endpoint = srv.endpoint,
+		.name = name,
+		.global_limit = limit,
+		.lease_ns = LEASE,
+		.flags = BH_CLUSTER_FRESH_STORE,
+	};
+}
+
+static struct bh_cluster_stats cstats(bulkhead_t *bh)
+{
+	struct bh_cluster_stats s;
+
+	assert_int_equal(bh_cluster_stats(bh, &s), 0);
+	return s;
+}
+
+static int count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static int threads(void)
+{
+	return count_dir("/proc/self/task");
+}
+
+static int fds(void)
+{
+	return count_dir("/proc/self/fd");
+}
+
+/* Open must fail with want and leave no thread and no fd behind. */
+static void open_fails(const struct bh_cluster_config *cc, const struct bh_config *local, int want)
+{
+	int t = threads(), f = fds();
+	bulkhead_t *bh = (bulkhead_t *)&srv;
+
+	errno = 12345;
+	assert_int_equal(bh_cluster_open(cc, local, &bh), want);
+	assert_int_equal(errno, 12345);
+	assert_ptr_equal(bh, (bulkhead_t *)&srv); /* untouched */
+	assert_int_equal(threads(), t);
+	assert_int_equal(fds(), f);
+}
+
+/* Drive a manual handle until its renewals count reaches n. */
+static void step_until_renewals(bulkhead_t *bh, uint64_t n)
+{
+	uint64_t end = bh_now_ns() + 5 * BH_SEC;
+
+	while (cstats(bh).renewals < n) {
+		assert_true(bh_now_ns() < end);
+		assert_int_equal(bh_cluster_step(bh, bh_now_ns() + 20 * BH_MSEC), 0);
+	}
+}
+
+/* ---- endpoints ----------------------------------------------------------------- */
+
+static void test_endpoint_parse(void **state)
+{
+	struct bhc_endpoint ep;
+
+	(void)state;
+	assert_int_equal(bhc_endpoint_parse("redis://localhost", &ep), 0);
+	assert_string_equal(ep.host, "localhost");
+	assert_string_equal(ep.port, "6379");
+	assert_int_equal(ep.db, 0);
+	assert_false(ep.is_unix);
+	assert_string_equal(ep.password, "");
+	assert_int_equal(bhc_endpoint_parse("redis://alice:s%40cr:t@10.0.0.5:7000/3", &ep), 0);
+	assert_string_equal(ep.user, "alice");
+	assert_string_equal(ep.password, "s@cr:t");
+	assert_string_equal(ep.host, "10.0.0.5");
+	assert_string_equal(ep.port, "7000");
+	assert_int_equal(ep.db, 3);
+	assert_int_equal(bhc_endpoint_parse("redis://:pw@[::1]:6380/", &ep), 0);
+	assert_string_equal(ep.user, "");
+	assert_string_equal(ep.password, "pw");
+	assert_string_equal(ep.host, "::1");
+	assert_string_equal(ep.port, "6380");
+	assert_int_equal(bhc_endpoint_parse("unix:///run/redis.sock", &ep), 0);
+	assert_true(ep.is_unix);
+	assert_string_equal(ep.path, "/run/redis.sock");
+	assert_int_equal(bhc_endpoint_parse("unix://bob:pw@/run/r.sock?db=2", &ep), 0);
+	assert_string_equal(ep.user, "bob");
+	assert_string_equal(ep.path, "/run/r.sock");
+	assert_int_equal(ep.db, 2);
+
+	const char *bad[] = { "", "localhost:6379", "http://x", "redis://", "redis://:6379",
+			      "redis://host:0", "redis://host:65536", "redis://host:12x",
+			      "redis://host/x", "redis://user@host", "redis://user:@host",
+			      "redis://h:1/2/3", "redis://[::1", "redis://[::1]x", "unix://",
+			      "unix://relative", "unix:///p?db=x", "unix:///p?nodb=1",
+			      "redis://a:%zz@h", "redis://a:%00@h", "redis://a:b%4@h", "redis://h o" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(bhc_endpoint_parse(bad[i], &ep), -EINVAL);
+		assert_string_equal(ep.password, ""); /* wiped */
+	}
+	assert_int_equal(bhc_endpoint_parse("rediss://host", &ep), -EPROTONOSUPPORT);
+	assert_int_equal(bhc_endpoint_parse(NULL, &ep), -EINVAL);
+}
+
+/* ---- open, shares, destroy ---------------------------------------------------------- */
+
+static void test_single_instance_gets_the_limit(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 5);
+	struct bh_config local = { .queue_capacity = 2 };
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+
+	(void)state;
+	assert_int_equal(bh_cluster_open(&cc, &local, &bh), 0);
+	assert_string_equal(bh_name(bh), name);
+	s = cstats(bh);
+	assert_int_equal(s.share, 5);
+	assert_int_equal(s.granted, 5);
+	assert_int_equal(s.global_limit, 5);
+	assert_int_equal(s.instances, 1);
+	assert_int_equal(s.renewals, 1);
+	assert_int_equal(s.renewals_failed, 0);
+	assert_int_equal(s.round_trips, 2); /* SCRIPT LOAD, EVALSHA */
+	assert_int_equal(s.fallback_active, 0);
+	assert_int_equal(s.learning_ns, 0);
+	assert_int_equal(s.last_error, 0);
+	assert_true(s.lease_expiry_ns > bh_now_ns());
+	assert_true(s.lease_expiry_ns <= bh_now_ns() + LEASE);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(stats_of(bh).limit, 5);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(bh_release(bh, 1), 0);
+	bh_destroy(bh);
+}
+
+static void test_local_cap_and_name(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 8);
+	struct bh_config local = { .max_concurrent = 3, .name = "pay-local" };
+	bulkhead_t *bh;
+
+	(void)state;
+	assert_int_equal(bh_cluster_open(&cc, &local, &bh), 0);
+	assert_string_equal(bh_name(bh), "pay-local");
+	assert_int_equal(cstats(bh).share, 3);
+	assert_int_equal(cstats(bh).want, 3);
+	bh_destroy(bh);
+}
+
+static void test_learning_period_on_a_new_store(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+
+	(void)state;
+	cc.flags = BH_CLUSTER_MANUAL; /* no FRESH_STORE: learn one lease */
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	s = cstats(bh);
+	assert_int_equal(s.share, 0);
+	assert_int_equal(s.granted, 0);
+	assert_true(s.learning_ns > LEASE - 100 * BH_MSEC && s.learning_ns <= LEASE);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	/* Renewals during the learning period still grant nothing new. */
+	step_until_renewals(bh, 2);
+	assert_int_equal(cstats(bh).share, 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	usleep((useconds_t)(LEASE / BH_USEC));
+	step_until_renewals(bh, cstats(bh).renewals + 1);
+	assert_int_equal(cstats(bh).learning_ns, 0);
+	assert_int_equal(cstats(bh).share, 4);
+	assert_int_equal(bh_try_acquire(bh, 4), 0);
+	assert_int_equal(bh_release(bh, 4), 0);
+	bh_destroy(bh);
+}
+
+/* The second instance finds every permit granted: share 0 admits nothing,
+ * and the first one's bh_destroy gives its share back at once. */
+static void test_share_zero_then_destroy_gives_back(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	struct bh_config local = { .queue_capacity = 4 };
+	bulkhead_t *a, *b;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &a), 0);
+	assert_int_equal(cstats(a).share, 3);
+	assert_int_equal(bh_cluster_open(&cc, &local, &b), 0);
+	assert_int_equal(cstats(b).share, 0);
+	assert_int_equal(cstats(b).granted, 0);
+	assert_int_equal(cstats(b).instances, 2);
+	assert_int_equal(bh_try_acquire(b, 1), -EBUSY);
+	assert_int_equal(bh_acquire(b, 1, bh_now_ns() + 20 * BH_MSEC), -ETIMEDOUT);
+	assert_int_equal(stats_of(b).in_flight, 0);
+	bh_destroy(a);
+	/* B's next renewal (due now: it asked with rejections) gets all. */
+	step_until_renewals(b, 2);
+	assert_int_equal(cstats(b).instances, 1);
+	assert_int_equal(cstats(b).share, 3);
+	assert_int_equal(bh_try_acquire(b, 3), 0);
+	assert_int_equal(bh_release(b, 3), 0);
+	bh_destroy(b);
+}
+
+/* ---- open errors ---------------------------------------------------------------- */
+
+static void test_open_rejects_bad_config(void **state)
+{
+	char name[32];
+	struct bh_cluster_config good = config(fresh_name(name, sizeof(name)), 4), cc;
+	struct bh_config local = { .max_concurrent = BH_LIMIT_MAX + 1 };
+	bulkhead_t *bh;
+
+	(void)state;
+	open_fails(NULL, NULL, -EINVAL);
+	assert_int_equal(bh_cluster_open(&good, NULL, NULL), -EINVAL);
+#define BAD(field, value, err) \
+	do { cc = good; cc.field = value; open_fails(&cc, NULL, err); } while (0)
+	BAD(endpoint, NULL, -EINVAL);
+	BAD(endpoint, "redis://", -EINVAL);
+	BAD(endpoint, "tcp://127.0.0.1:6379", -EINVAL);
+	BAD(endpoint, "rediss://127.0.0.1:6379", -EPROTONOSUPPORT);
+	BAD(name, NULL, -EINVAL);
+	BAD(name, "", -EINVAL);
+	BAD(name, "a{b}", -EINVAL);
+	BAD(name, "has space", -EINVAL);
+	BAD(name, "0123456789012345678901234567890123456789012345678901234567890123", -EINVAL);
+	BAD(global_limit, 0, -EINVAL);
+	BAD(global_limit, BH_LIMIT_MAX + 1, -EINVAL);
+	BAD(fallback_limit, BH_LIMIT_MAX + 1, -EINVAL);
+	BAD(lease_ns, 10 * BH_MSEC, -EINVAL);
+	BAD(renew_ns, LEASE, -EINVAL);
+	BAD(margin_ns, LEASE, -EINVAL);
+	BAD(timeout_ns, LEASE, -EINVAL);
+	BAD(flags, 1u << 20, -EINVAL);
+#undef BAD
+	open_fails(&good, &local, -EINVAL);
+	local = (struct bh_config){ .flags = 1u << 30 };
+	open_fails(&good, &local, -EINVAL);
+	(void)bh;
+}
+
+static void test_open_unreachable(void **state)
+{
+	char name[32], ep[200];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+
+	(void)state;
+	snprintf(ep, sizeof(ep), "unix://%s/nothing-here.sock", srv.dir);
+	cc.endpoint = ep;
+	open_fails(&cc, NULL, -EHOSTUNREACH);
+	snprintf(ep, sizeof(ep), "redis://127.0.0.1:%d", rh_free_port());
+	open_fails(&cc, NULL, -EHOSTUNREACH);
+	cc.endpoint = "redis://no-such-host.invalid:6379";
+	open_fails(&cc, NULL, -EHOSTUNREACH);
+}
+
+/* A server that accepts but never answers: the request times out. */
+static void test_open_times_out(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+
+	(void)state;
+	cc.timeout_ns = 100 * BH_MSEC;
+	assert_int_equal(rh_do(&srv, "CLIENT PAUSE 1000 ALL"), 0);
+	open_fails(&cc, NULL, -ETIMEDOUT);
+	assert_int_equal(rh_do(&srv, "CLIENT UNPAUSE"), 0);
+}
+
+static void test_open_over_tcp(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh;
+
+	(void)state;
+	cc.endpoint = srv.tcp_endpoint;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(cstats(bh).share, 2);
+	bh_destroy(bh);
+}
+
+static void test_open_wrong_type_at_key(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+
+	(void)state;
+	assert_int_equal(rh_do(&srv, "SET {bh:%s} hello", name), 0);
+	open_fails(&cc, NULL, -ENOTUNIQ);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+	assert_int_equal(rh_do(&srv, "HSET {bh:%s} owner someone-else", name), 0);
+	open_fails(&cc, NULL, -ENOTUNIQ);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+}
+
+static void test_open_protocol_mismatch(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh;
+
+	(void)state;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	bh_destroy(bh);
+	assert_int_equal(rh_do(&srv, "HSET {bh:%s} p 2", name), 0);
+	open_fails(&cc, NULL, -EPROTONOSUPPORT);
+}
+
+static void test_open_limit_and_lease_mismatch(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 6), other;
+	bulkhead_t *a, *b;
+
+	(void)state;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &a), 0);
+	other = cc;
+	other.global_limit = 7;
+	open_fails(&other, NULL, -EEXIST);
+	other.flags |= BH_CLUSTER_ADOPT_LIMIT;
+	assert_int_equal(bh_cluster_open(&other, NULL, &b), 0);
+	assert_int_equal(cstats(b).global_limit, 6);
+	bh_destroy(b);
+	other = cc;
+	other.lease_ns = LEASE + BH_MSEC;
+	other.flags |= BH_CLUSTER_ADOPT_LIMIT; /* adopts the limit, never the lease */
+	open_fails(&other, NULL, -EEXIST);
+	bh_destroy(a);
+}
+
+static void test_start_in_fallback(void **state)
+{
+	char name[32], ep[200];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+
+	(void)state;
+	snprintf(ep, sizeof(ep), "unix://%s/later.sock", srv.dir);
+	cc.endpoint = ep;
+	cc.fallback_limit = 2;
+	cc.flags |= BH_CLUSTER_START_FALLBACK | BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	s = cstats(bh);
+	assert_int_equal(s.fallback_active, 1);
+	assert_int_equal(s.fallbacks, 1);
+	assert_int_equal(s.share, 2);
+	assert_int_equal(s.renewals, 0);
+	assert_int_equal(s.renewals_failed, 1);
+	assert_int_equal(s.last_error, -EHOSTUNREACH);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(cstats(bh).unaccounted, 2); /* not counted anywhere */
+	assert_int_equal(cstats(bh).over_admission, 2);
+	bh_cluster_step(bh, 0);
+	/* The store appears at that path: the instance joins, with its two
+	 * fallback permits still in flight counted at the store. */
+	assert_int_equal(symlink(srv.sock, ep + 7), 0);
+	step_until_renewals(bh, 1);
+	s = cstats(bh);
+	assert_int_equal(s.fallback_active, 0);
+	assert_int_equal(s.share, 4);
+	assert_int_equal(s.over_admission, 0);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 4), 0);
+	unlink(ep + 7);
+	bh_destroy(bh);
+	/* Without the option, unreachable is an error; a protocol error is
+	 * one even with it. */
+	cc.flags &= ~BH_CLUSTER_START_FALLBACK;
+	open_fails(&cc, NULL, -EHOSTUNREACH);
+}
+
+/* ---- AUTH ------------------------------------------------------------------------ */
+
+static void test_auth_password_and_acl_user(void **state)
+{
+	char name[32], ep[300];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+
+	(void)state;
+	/* What docs/cluster.md asks for: the scripting commands, the ones
+	 * the script calls, the limits' keys. */
+	assert_int_equal(rh_do(&srv, "ACL SETUSER bhuser on >bh-user-pw ~{bh:*} +evalsha "
+				     "+script|load +type +time +hgetall +hset +hdel +pexpire"),
+			 0);
+	assert_int_equal(rh_do(&srv, "ACL SETUSER nohset on >nohset-pw ~{bh:*} +evalsha "
+				     "+script|load +type +time +hgetall +hdel +pexpire"),
+			 0);
+	assert_int_equal(rh_do(&srv, "ACL SETUSER weak on >weak-pw ~other:* +@all"), 0);
+	assert_int_equal(rh_do(&srv, "CONFIG SET requirepass s3cret-default"), 0);
+
+	cc.endpoint = ep;
+	snprintf(ep, sizeof(ep), "unix://%s", srv.sock);
+	open_fails(&cc, NULL, -EACCES); /* NOAUTH */
+	snprintf(ep, sizeof(ep), "unix://:wrong@%s", srv.sock);
+	open_fails(&cc, NULL, -EACCES);
+	snprintf(ep, sizeof(ep), "unix://bhuser:wrong@%s", srv.sock);
+	open_fails(&cc, NULL, -EACCES);
+	snprintf(ep, sizeof(ep), "unix://weak:weak-pw@%s", srv.sock); /* no right to the key */
+	open_fails(&cc, NULL, -EACCES);
+	snprintf(ep, sizeof(ep), "unix://nohset:nohset-pw@%s", srv.sock); /* nor to a command */
+	open_fails(&cc, NULL, -EACCES);
+
+	snprintf(ep, sizeof(ep), "unix://:s3cret-default@%s", srv.sock);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(cstats(bh).round_trips, 3); /* AUTH, SCRIPT LOAD, EVALSHA */
+	bh_destroy(bh);
+	snprintf(ep, sizeof(ep), "unix://bhuser:bh-user-pw@%s?db=0", srv.sock);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(cstats(bh).share, 3);
+	bh_destroy(bh);
+}
+
+/* Leave the server as the other tests expect it, even after a failure: the
+ * test side is the default user, which may now have a password. */
+static int auth_teardown(void **state)
+{
+	redisContext *c = rh_connect(&srv);
+	redisReply *r;
+
+	(void)state;
+	if (!c)
+		return -1;
+	r = redisCommand(c, "AUTH s3cret-default");
+	if (r)
+		freeReplyObject(r);
+	r = redisCommand(c, "CONFIG SET requirepass %s", "");
+	if (r)
+		freeReplyObject(r);
+	r = redisCommand(c, "ACL DELUSER bhuser weak nohset");
+	if (r)
+		freeReplyObject(r);
+	redisFree(c);
+	return rh_do(&srv, "PING");
+}
+
+static void test_select_db(void **state)
+{
+	char name[32], ep[300];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh;
+	redisReply *r;
+
+	(void)state;
+	cc.endpoint = ep;
+	snprintf(ep, sizeof(ep), "unix://%s?db=99", srv.sock);
+	open_fails(&cc, NULL, -EINVAL); /* out of range at the server */
+	snprintf(ep, sizeof(ep), "unix://%s?db=3", srv.sock);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	r = rh_cmd(&srv, "EXISTS {bh:%s}", name);
+	assert_int_equal(r->integer, 0); /* not in db 0 */
+	freeReplyObject(r);
+	bh_destroy(bh);
+}
+
+/* ---- the lease on the admission path, the caller's loop ------------------------ */
+
+/* Nobody renews: admission stops on its own when the lease runs out,
+ * although every permit is free and no thread of the layer ran. */
+static void test_lease_checked_on_admission(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh;
+	uint64_t expiry;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	expiry = cstats(bh).lease_expiry_ns;
+	assert_true(expiry >= bh_now_ns() + LEASE - LEASE / 10 - 50 * BH_MSEC);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	while (bh_now_ns() < expiry)
+		usleep(1000);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	/* The caller's step renews: admission resumes. */
+	bh_cluster_step(bh, 0);
+	step_until_renewals(bh, 2);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(bh_release(bh, 2), 0);
+	bh_destroy(bh);
+}
+
+static void test_manual_fd_polls_readable(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh, *plain = make_bh(1, 0, 0);
+	struct pollfd p;
+	int renewals = 0;
+	uint64_t end;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	cc.renew_ns = 100 * BH_MSEC;
+	assert_int_equal(bh_cluster_fd(plain), -EINVAL);
+	assert_int_equal(bh_cluster_step(plain, 0), -EINVAL);
+	assert_int_equal(bh_cluster_stats(plain, &(struct bh_cluster_stats){ 0 }), -EINVAL);
+	bh_destroy(plain);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	p.fd = bh_cluster_fd(bh);
+	p.events = POLLIN;
+	assert_true(p.fd >= 0);
+	/* An event loop: poll the fd, step when it is readable. */
+	end = bh_now_ns() + 2 * BH_SEC;
+	while (cstats(bh).renewals < 4) {
+		assert_true(bh_now_ns() < end);
+		if (poll(&p, 1, 500) == 1)
+			assert_int_equal(bh_cluster_step(bh, 0), 0);
+		renewals++;
+	}
+	/* It woke for timers and the store's answers, not in a busy loop. */
+	assert_true(renewals < 100);
+	assert_int_equal(cstats(bh).renewals_failed, 0);
+	bh_destroy(bh);
+}
+
+/* The background thread renews by itself. */
+static void test_thread_renews(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh;
+	int t = threads();
+
+	(void)state;
+	cc.renew_ns = 100 * BH_MSEC;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(threads(), t + 1);
+	usleep(1000000);
+	assert_true(cstats(bh).renewals >= 6);
+	assert_int_equal(bh_try_acquire(bh, 2), 0); /* the lease is fresh */
+	assert_int_equal(bh_release(bh, 2), 0);
+	bh_destroy(bh);
+	assert_int_equal(threads(), t);
+}
+
+/* ---- the store gone: fallback, rejoin, a store restarted empty --------------- */
+
+/* Step a manual handle until cond holds (a few seconds at most). */
+#define STEP_UNTIL(bh, cond) \
+	do { \
+		uint64_t end_ = bh_now_ns() + 5 * BH_SEC; \
+		while (!(cond)) { \
+			assert_true(bh_now_ns() < end_); \
+			bh_cluster_step(bh, bh_now_ns() + 10 * BH_MSEC); \
+		} \
+	} while (0)
+
+/* The same for two manual handles, stepped in turn. */
+#define STEP2_UNTIL(a, b, cond) \
+	do { \
+		uint64_t end_ = bh_now_ns() + 5 * BH_SEC; \
+		while (!(cond)) { \
+			assert_true(bh_now_ns() < end_); \
+			bh_cluster_step(a, bh_now_ns() + 5 * BH_MSEC); \
+			bh_cluster_step(b, bh_now_ns() + 5 * BH_MSEC); \
+		} \
+	} while (0)
+
+/* The store stops answering: the instance keeps its share until the lease
+ * runs out, then runs on its fallback limit, not counted at the store, and
+ * rejoins when the store answers again. */
+static void fallback_and_rejoin(uint32_t fallback)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+	uint64_t expiry;
+
+	cc.flags |= BH_CLUSTER_MANUAL;
+	cc.fallback_limit = fallback;
+	cc.timeout_ns = 100 * BH_MSEC;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* held across the outage */
+	expiry = cstats(bh).lease_expiry_ns;
+	redis_signal(&srv, SIGSTOP);
+	/* Renewals fail, but the lease is still good: 3 permits. */
+	STEP_UNTIL(bh, cstats(bh).renewals_failed >= 1);
+	if (bh_now_ns() < expiry - 20 * BH_MSEC) {
+		assert_int_equal(bh_try_acquire(bh, 2), 0);
+		assert_int_equal(bh_release(bh, 2), 0);
+	}
+	STEP_UNTIL(bh, cstats(bh).fallback_active == 1);
+	assert_true(bh_now_ns() >= expiry);
+	s = cstats(bh);
+	assert_int_equal(s.share, fallback);
+	assert_int_equal(s.fallbacks, 1);
+	assert_int_equal(s.lease_expiry_ns, 0);
+	assert_true(s.last_error == -ETIMEDOUT || s.last_error == -EHOSTUNREACH);
+	/* Held and fallback permits are unaccounted, and reported so. */
+	if (fallback)
+		assert_int_equal(bh_try_acquire(bh, fallback - 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	bh_cluster_step(bh, 0); /* samples */
+	s = cstats(bh);
+	assert_int_equal(s.unaccounted, fallback ? fallback : 1);
+	assert_int_equal(s.over_admission, s.unaccounted);
+	assert_int_equal(s.over_admission_max, s.unaccounted);
+	redis_signal(&srv, SIGCONT);
+	STEP_UNTIL(bh, cstats(bh).fallback_active == 0);
+	s = cstats(bh);
+	assert_int_equal(s.last_error, 0);
+	assert_int_equal(s.share, 3);
+	assert_int_equal(s.unaccounted, 0);
+	assert_int_equal(s.over_admission, 0);
+	assert_true(s.lease_expiry_ns > bh_now_ns());
+	assert_int_equal(bh_release(bh, fallback ? fallback : 1), 0);
+	bh_destroy(bh);
+}
+
+static void test_fallback_and_rejoin(void **state)
+{
+	(void)state;
+	fallback_and_rejoin(2);
+}
+
+static void test_fallback_zero_admits_nothing(void **state)
+{
+	(void)state;
+	fallback_and_rejoin(0);
+}
+
+static int cont_teardown(void **state)
+{
+	(void)state;
+	redis_signal(&srv, SIGCONT);
+	return 0;
+}
+
+/* The store restarts empty while A and B hold shares: the first renewal
+ * recreates the state in a learning period; every instance keeps at most
+ * what it enforced, and a newcomer gets nothing until a lease passed, even
+ * though it says the store is fresh (the state was created by an instance
+ * that remembers the old store). */
+static void test_store_restart_empty_learns(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 6);
+	bulkhead_t *a, *b, *c;
+	uint64_t sa, sb;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &a), 0);
+	assert_int_equal(bh_try_acquire(a, 6), 0); /* A is busy */
+	assert_int_equal(bh_try_acquire(a, 1), -EBUSY);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &b), 0);
+	assert_int_equal(cstats(b).share, 0);
+	assert_int_equal(bh_try_acquire(b, 1), -EBUSY); /* B wants some */
+	assert_int_equal(bh_release(a, 3), 0);           /* A now uses 3 */
+	/* B is served once A's renewal reported the 3 released. */
+	STEP2_UNTIL(a, b, cstats(b).granted >= 1);
+	assert_int_equal(bh_try_acquire(b, 1), 0);
+	sa = cstats(a).share;
+	sb = cstats(b).share;
+	assert_true(sa >= 3 && sa + sb <= 6);
+
+	redis_kill(&srv, SIGKILL);
+	assert_int_equal(redis_restart(&srv), 0);
+	STEP2_UNTIL(a, b, cstats(a).store_resets == 1 && cstats(a).last_error == 0 &&
+				  cstats(b).store_resets == 1 && cstats(b).last_error == 0);
+	assert_true(cstats(a).learning_ns > 0);
+	assert_true(cstats(b).learning_ns > 0);
+	assert_true(cstats(a).share <= sa);
+	assert_true(cstats(b).share <= sb);
+	assert_int_equal(bh_cluster_open(&cc, NULL, &c), 0);
+	assert_int_equal(cstats(c).share, 0);
+	assert_true(cstats(c).learning_ns > 0);
+	assert_int_equal(cstats(c).store_resets, 0);
+	assert_int_equal(bh_try_acquire(c, 1), -EBUSY);
+	/* A and B keep renewing through the learning period; afterwards the
+	 * newcomer is served. */
+	{
+		uint64_t end = bh_now_ns() + LEASE + 100 * BH_MSEC;
+
+		while (bh_now_ns() < end) {
+			bh_cluster_step(a, bh_now_ns() + 5 * BH_MSEC);
+			bh_cluster_step(b, bh_now_ns() + 5 * BH_MSEC);
+			bh_cluster_step(c, bh_now_ns() + 5 * BH_MSEC);
+			assert_true(cstats(a).share + cstats(b).share + cstats(c).share <= 6);
+			bh_try_acquire(c, 1) == 0 ? (void)bh_release(c, 1) : (void)0;
+		}
+	}
+	STEP_UNTIL(c, cstats(c).learning_ns == 0 && cstats(c).share > 0);
+	assert_int_equal(bh_release(a, 3), 0);
+	assert_int_equal(bh_release(b, 1), 0);
+	bh_destroy(a);
+	bh_destroy(b);
+	bh_destroy(c);
+}
+
+/* ---- the store's side ------------------------------------------------------------- */
+
+static void test_noscript_reloads(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(rh_do(&srv, "SCRIPT FLUSH"), 0);
+	step_until_renewals(bh, 2);
+	s = cstats(bh);
+	assert_int_equal(s.renewals_failed, 0);
+	/* EVALSHA (NOSCRIPT), then SCRIPT LOAD + EVALSHA in one write. */
+	assert_int_equal(s.round_trips, 2 + 3);
+	step_until_renewals(bh, 3);
+	assert_int_equal(cstats(bh).round_trips, 2 + 3 + 1);
+	bh_destroy(bh);
+}
+
+/* The store keeps time: an instance's expiry is the store's TIME plus the
+ * lease, whatever the instance's clock says. */
+static void test_expiry_on_store_clock(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh;
+	redisReply *t, *h;
+	unsigned long long exp = 0, now;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	t = rh_cmd(&srv, "TIME");
+	h = rh_cmd(&srv, "HGETALL {bh:%s}", name);
+	now = strtoull(t->element[0]->str, NULL, 10) * 1000000 + strtoull(t->element[1]->str, NULL, 10);
+	for (size_t i = 0; i < h->elements; i += 2)
+		if (strncmp(h->element[i]->str, "i:", 2) == 0)
+			exp = strtoull(h->element[i + 1]->str, NULL, 10);
+	assert_true(exp > now && exp <= now + LEASE / BH_USEC);
+	assert_true(exp + 200000 > now + LEASE / BH_USEC);
+	freeReplyObject(t);
+	freeReplyObject(h);
+	bh_destroy(bh);
+	/* bh_destroy gave the lease back: no instance is left. */
+	h = rh_cmd(&srv, "HGETALL {bh:%s}", name);
+	for (size_t i = 0; i < h->elements; i += 2)
+		assert_true(strncmp(h->element[i]->str, "i:", 2) != 0);
+	freeReplyObject(h);
+}
+
+static void test_set_global_limit(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4), other;
+	bulkhead_t *a, *b;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &a), 0);
+	assert_int_equal(bh_cluster_set_global_limit(a, 0), -EINVAL);
+	assert_int_equal(bh_cluster_set_global_limit(a, 9), 0);
+	/* A new instance must now say 9, or adopt. */
+	open_fails(&cc, NULL, -EEXIST);
+	other = cc;
+	other.global_limit = 9;
+	assert_int_equal(bh_cluster_open(&other, NULL, &b), 0);
+	assert_int_equal(cstats(b).global_limit, 9);
+	bh_destroy(b);
+	step_until_renewals(a, 2);
+	assert_int_equal(cstats(a).global_limit, 9);
+	assert_int_equal(cstats(a).share, 9); /* idle, but alone: all of it */
+	bh_destroy(a);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+	/* On a bulkhead that is not a cluster one. */
+	bulkhead_t *plain = make_bh(1, 0, 0);
+
+	assert_int_equal(bh_cluster_set_global_limit(plain, 3), -EINVAL);
+	bh_destroy(plain);
+}
+
+/* Metrics carry the cluster series; no credential ever shows up. */
+static void test_metrics_and_no_credentials(void **state)
+{
+	char name[32], ep[300], buf[65536];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	struct bh_metric_set set = { .n_bulkheads = 1 };
+	ssize_t n;
+
+	(void)state;
+	assert_int_equal(rh_do(&srv, "ACL SETUSER secretive-user on >Tr0ub4dor ~{bh:*} +@all"), 0);
+	snprintf(ep, sizeof(ep), "unix://secretive-user:Tr0ub4dor@%s", srv.sock);
+	cc.endpoint = ep;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	set.bulkheads = &bh;
+	n = bh_metrics_prometheus(&set, buf, sizeof(buf));
+	assert_true(n > 0 && n < (ssize_t)sizeof(buf));
+	assert_non_null(strstr(buf, "bulkhead_cluster_share{name=\""));
+	assert_non_null(strstr(buf, "bulkhead_cluster_global_limit{name=\""));
+	assert_non_null(strstr(buf, "# TYPE bulkhead_cluster_renewals_total counter"));
+	assert_non_null(strstr(buf, "bulkhead_cluster_lease_remaining_seconds{name="));
+	assert_null(strstr(buf, "Tr0ub4dor"));
+	assert_null(strstr(buf, "secretive"));
+	n = bh_metrics_json(&set, buf, sizeof(buf));
+	assert_true(n > 0 && n < (ssize_t)sizeof(buf));
+	assert_non_null(strstr(buf, "\"cluster_share\":3"));
+	assert_null(strstr(buf, "Tr0ub4dor"));
+	bh_destroy(bh);
+	assert_int_equal(rh_do(&srv, "ACL DELUSER secretive-user"), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_endpoint_parse),
+		cmocka_unit_test(test_single_instance_gets_the_limit),
+		cmocka_unit_test(test_local_cap_and_name),
+		cmocka_unit_test(test_learning_period_on_a_new_store),
+		cmocka_unit_test(test_share_zero_then_destroy_gives_back),
+		cmocka_unit_test(test_open_rejects_bad_config),
+		cmocka_unit_test(test_open_unreachable),
+		cmocka_unit_test(test_open_times_out),
+		cmocka_unit_test(test_open_over_tcp),
+		cmocka_unit_test(test_open_wrong_type_at_key),
+		cmocka_unit_test(test_open_protocol_mismatch),
+		cmocka_unit_test(test_open_limit_and_lease_mismatch),
+		cmocka_unit_test(test_start_in_fallback),
+		cmocka_unit_test_teardown(test_auth_password_and_acl_user, auth_teardown),
+		cmocka_unit_test(test_select_db),
+		cmocka_unit_test(test_lease_checked_on_admission),
+		cmocka_unit_test(test_manual_fd_polls_readable),
+		cmocka_unit_test(test_thread_renews),
+		cmocka_unit_test_teardown(test_fallback_and_rejoin, cont_teardown),
+		cmocka_unit_test_teardown(test_fallback_zero_admits_nothing, cont_teardown),
+		cmocka_unit_test(test_store_restart_empty_learns),
+		cmocka_unit_test(test_noscript_reloads),
+		cmocka_unit_test(test_expiry_on_store_clock),
+		cmocka_unit_test(test_set_global_limit),
+		cmocka_unit_test(test_metrics_and_no_credentials),
+	};
+	int r = redis_start(&srv, true);
+
+	if (r == 77) {
+		printf("redis-server is not installed: skip\n");
+		return 77;
+	}
+	if (r != 0) {
+		printf("could not start redis-server\n");
+		redis_stop(&srv);
+		return 1;
+	}
+	r = cmocka_run_group_tests(tests, NULL, NULL);
+	redis_stop(&srv);
+	return r;
+}
