@@ -127,10 +127,11 @@ glued_arguments() {
 # Words that page $1 renders run together: lower-case text with a comma,
 # semicolon, colon or '!?' and no space after it, or a full stop followed
 # by a capitalised word. Rendered wide and unhyphenated, so a run is one
-# token; tokens with a '"' (JSON, quoted strings) are skipped.
+# token; tokens with a '"' (JSON, quoted strings), URLs and store keys
+# (with '://', '@' or '{') are skipped.
 glued_words() {
 	groff -man -Tutf8 -rLL=1000n -rHY=0 -P-cbou "$1" 2>/dev/null | tr -s ' \t' '\n\n' |
-		grep -v '"' | grep -E '[a-z)][,;:!?][A-Za-z(]|[a-z][a-z]\.[A-Z][a-z]' | head -n 3 | tr '\n' ' '
+		grep -v -e '"' -e '://' -e '@' -e '{' | grep -E '[a-z)][,;:!?][A-Za-z(]|[a-z][a-z]\.[A-Z][a-z]' | head -n 3 | tr '\n' ' '
 }
 
 ours() {
