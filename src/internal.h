@@ -89,6 +89,7 @@ struct bhi_sync_ops {
 };
 
 extern const struct bhi_sync_ops bhi_futex_ops;
+extern const struct bhi_sync_ops bhi_futex_shared_ops;
 
 /* Per-thread counters: slot i belongs to the live thread with index i, so a
  * plain load+store counts without a locked instruction. */
