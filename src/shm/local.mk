@@ -1,0 +1,28 @@
+# Host-wide bulkheads in shared memory (include/bulkhead/shm.h): part of the
+# core library. The crash tests link a second copy of the core built with
+# crash points (-DBHS_CRASH_POINTS), which the library itself never has.
+bhinclude_HEADERS += include/bulkhead/shm.h
+SHM_SOURCES = \
+	src/shm/open.c \
+	src/shm/fast.c \
+	src/shm/queue.c \
+	src/shm/async.c \
+	src/shm/lock.c \
+	src/shm/reclaim.c \
+	src/shm/seg.h \
+	src/shm/hooks.h \
+	src/shm/dispatch.h
+src_libbhcore_la_SOURCES += $(SHM_SOURCES)
+
+noinst_LTLIBRARIES += src/libbhcrash.la
+src_libbhcrash_la_SOURCES = \
+	src/bulkhead.c \
+	src/hist.c \
+	src/sync.c \
+	src/tindex.c \
+	src/internal.h \
+	$(SHM_SOURCES) \
+	src/shm/point.c
+src_libbhcrash_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS) -DBHS_CRASH_POINTS
+
+dist_man_MANS += docs/man/bh_shm_open.3 docs/man/bh_shm_unlink.3
