@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm/dispatch.h"
 
 /* States of a blocking waiter's futex word. WAITING and SLEEPING are the
  * queued states (SLEEPING: the owner is or is about to be in the kernel, so a
@@ -188,6 +189,10 @@ void bh_destroy(bulkhead_t *bh)
 {
 	if (!bh)
 		return;
+	if (bh->ext) {
+		bhs_destroy(bh);
+		return;
+	}
 	pthread_mutex_destroy(&bh->lock);
 	free(bh->hold);
 	free(bh);
@@ -457,6 +462,8 @@ static void give_back(struct bulkhead *bh, uint32_t n, struct wake_batch *wb)
 
 static BH_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
 {
+	if (bh->ext)
+		return bhs_try_acquire(bh, n);
 	if (!n_valid(n) || n > w_limit(w))
 		return -EINVAL;
 	if (w & W_CLOSED)
@@ -533,7 +540,9 @@ static BH_COLD void hold_end(struct bulkhead *bh, uint32_t n)
 
 void bh_record_hold(bulkhead_t *bh, uint64_t ns)
 {
-	if (bh->hold)
+	if (bh->ext)
+		bhs_record_hold(bh, ns);
+	else if (bh->hold)
 		hold_add(bh, bhi_tindex, ns);
 }
 
@@ -551,7 +560,11 @@ static void record_wait(struct bulkhead *bh, uint64_t enqueued_ns, int result)
 static inline bool take_fast(struct bulkhead *bh, uint32_t n)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
-	uint64_t w = first_look(bh, s);
+	uint64_t w;
+
+	if (BH_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
+		return bhs_take_fast(bh, n);
+	w = first_look(bh, s);
 
 	if (!may_take(w, n))
 		w = load_word(bh);
@@ -596,6 +609,8 @@ static BH_COLD int release_slow(struct bulkhead *bh, uint32_t n)
 	struct wake_batch wb;
 	uint64_t w;
 
+	if (bh->ext)
+		return bhs_release(bh, n);
 	lock(bh, &wb);
 	w = load_word(bh);
 	do {
@@ -622,8 +637,12 @@ static inline bool release_fits(uint64_t w, uint32_t n)
 int bh_release(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
-	uint64_t w = first_look(bh, s);
+	uint64_t w;
 	bool guess = s != NULL;
+
+	if (BH_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
+		return bhs_release(bh, n);
+	w = first_look(bh, s);
 
 	if (BH_UNLIKELY(!n_valid(n)))
 		return -EINVAL;
@@ -808,6 +827,8 @@ static BH_COLD int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadli
 	struct wake_batch wb;
 	int r;
 
+	if (bh->ext)
+		return bhs_acquire(bh, n, deadline);
 	if (!n_valid(n))
 		return -EINVAL;
 	sw.link.enqueued_ns = bh->ops->now(bh->ops->ctx);
@@ -848,6 +869,8 @@ int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async
 	node->data = data;
 	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
+	if (bh->ext)
+		return bhs_acquire_async(bh, node, n, fn, data);
 	if (!n_valid(n))
 		return -EINVAL;
 	node->link.n = n;
@@ -872,6 +895,8 @@ int bh_cancel_async(bulkhead_t *bh, struct bh_async *node)
 
 	if (!node)
 		return -EINVAL;
+	if (bh->ext)
+		return bhs_cancel_async(bh, node);
 	lock(bh, &wb);
 	queued = node->link.kind == KIND_ASYNC;
 	if (queued) {
@@ -908,6 +933,8 @@ int bh_close(bulkhead_t *bh)
 	struct wake_batch wb;
 	uint64_t old;
 
+	if (bh->ext)
+		return bhs_close(bh);
 	lock(bh, &wb);
 	old = atomic_fetch_or_explicit(&bh->word, W_CLOSED, memory_order_acq_rel);
 	if (!(old & W_CLOSED))
@@ -925,6 +952,8 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 
 	if (max_concurrent == 0 || max_concurrent > BH_LIMIT_MAX)
 		return -EINVAL;
+	if (bh->ext)
+		return bhs_set_limit(bh, max_concurrent);
 	lock(bh, &wb);
 	w = load_word(bh);
 	do {
@@ -944,6 +973,10 @@ void bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 	uint64_t w = atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
 	uint64_t sum[BHI_NCOUNTERS] = { 0 };
 
+	if (bh->ext) {
+		bhs_stats(bh, out);
+		return;
+	}
 	for (uint32_t i = 0; i <= bh->nslots; i++)
 		for (int c = 0; c < BHI_NCOUNTERS; c++)
 			sum[c] += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],

@@ -53,6 +53,10 @@
 #define W_WOKEN (1ull << 62)
 #define W_CLOSED (1ull << 63)
 
+/* The word of a host-wide handle: closed and one waiter queued, so no fast
+ * path takes, and a release goes to release_slow (see struct bulkhead). */
+#define BHI_WORD_EXT (W_CLOSED | W_NQ_ONE)
+
 static inline int64_t w_avail(uint64_t w)
 {
 	return (int64_t)(w & W_AVAIL_MASK) - (int64_t)W_BIAS;
@@ -125,6 +129,11 @@ struct bulkhead {
 	uint32_t flags;
 	uint32_t queue_cap;
 	uint32_t nslots; /* exclusive slots; slots[nslots] is shared */
+	/* A host-wide handle (src/shm/): its state is in shared memory, this
+	 * is the attachment, word is BHI_WORD_EXT and nslots is 0, so every
+	 * fast path fails on values it loads anyway and the cold paths hand
+	 * the call over. NULL for a process-local bulkhead. */
+	struct bhs_att *ext;
 
 	/* Line 2: the slow path. */
 	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
