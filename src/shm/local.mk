@@ -25,4 +25,12 @@ src_libbhcrash_la_SOURCES = \
 	src/shm/point.c
 src_libbhcrash_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS) -DBHS_CRASH_POINTS
 
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_shm
+tests_test_shm_SOURCES = tests/test_shm.c tests/shmutil.h tests/testutil.h
+tests_test_shm_CFLAGS = $(TEST_CFLAGS)
+tests_test_shm_LDADD = $(TEST_LIBS)
+TESTS += tests/test_shm
+endif
+
 dist_man_MANS += docs/man/bh_shm_open.3 docs/man/bh_shm_unlink.3
