@@ -722,6 +722,44 @@ static void test_zombie_reclaimed_for_waiter(void **state)
 	shm_done(bh, name);
 }
 
+static int forks_and_dies(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	pid_t grandchild;
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 2) != 0)
+		return 1;
+	grandchild = fork();
+	if (grandchild == 0) {
+		for (;;) /* never touches the bulkhead: inherits, keeps, sleeps */
+			pause();
+	}
+	say(out, (int)grandchild);
+	for (;;)
+		pause();
+}
+
+/* A fork child shares its parent's open file description unless it trades
+ * it for its own: the parent's death must be seen while the child lives. */
+static void test_fork_child_does_not_keep_parent_alive(void **state)
+{
+	const char *name = uniq("keepalive");
+	bulkhead_t *bh = shm_make(name, 2, 0, 0);
+	struct child c = spawn(forks_and_dies, (void *)name);
+	pid_t grandchild = (pid_t)hear(c.rd);
+
+	(void)state;
+	assert_true(grandchild > 0);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(kill(grandchild, 0), 0); /* the grandchild is alive */
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	kill(grandchild, SIGKILL);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -741,6 +779,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_holds_nothing),
 		cmocka_unit_test(test_detach_returns_holdings),
 		cmocka_unit_test(test_exec_counts_as_death),
+		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
 		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
 	};
 
