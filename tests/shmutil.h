@@ -20,7 +20,7 @@
 
 static char shm_dir[256];
 
-static int shm_setup(void **state)
+static inline int shm_setup(void **state)
 {
 	(void)state;
 	snprintf(shm_dir, sizeof(shm_dir), "/tmp/bh-shm-test.XXXXXX");
@@ -31,7 +31,7 @@ static int shm_setup(void **state)
 }
 
 /* Files left in the directory (the tests expect none at the end). */
-static int shm_files(void)
+static inline int shm_files(void)
 {
 	DIR *d = opendir(shm_dir);
 	struct dirent *e;
@@ -45,7 +45,7 @@ static int shm_files(void)
 	return n;
 }
 
-static int shm_teardown(void **state)
+static inline int shm_teardown(void **state)
 {
 	char cmd[300];
 
@@ -63,7 +63,7 @@ static const char *uniq(const char *base)
 	return buf;
 }
 
-static void path_for(const char *name, char *buf, size_t len)
+static inline void path_for(const char *name, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/bulkhead.%s", shm_dir, name);
 }
@@ -77,7 +77,7 @@ static bulkhead_t *shm_make(const char *name, uint32_t max, uint32_t queue, uint
 	return bh;
 }
 
-static void shm_done(bulkhead_t *bh, const char *name)
+static inline void shm_done(bulkhead_t *bh, const char *name)
 {
 	bh_destroy(bh);
 	assert_int_equal(bh_shm_unlink(name), 0);
@@ -93,7 +93,7 @@ struct child {
 
 /* Run fn(arg, to_parent, from_parent) in a child, which exits with its
  * return value (alarm: a child that hangs dies). */
-static struct child spawn(int (*fn)(void *arg, int out, int in), void *arg)
+static inline struct child spawn(int (*fn)(void *arg, int out, int in), void *arg)
 {
 	int up[2], down[2];
 	struct child c;
@@ -117,13 +117,13 @@ static struct child spawn(int (*fn)(void *arg, int out, int in), void *arg)
 	return c;
 }
 
-static void say(int fd, int v)
+static inline void say(int fd, int v)
 {
 	if (write(fd, &v, sizeof(v)) != sizeof(v))
 		_exit(99);
 }
 
-static int hear(int fd)
+static inline int hear(int fd)
 {
 	int v = -12345;
 
@@ -133,7 +133,7 @@ static int hear(int fd)
 }
 
 /* The child's exit status, or 1000 + the signal that killed it. */
-static int wait_child(struct child *c)
+static inline int wait_child(struct child *c)
 {
 	int st;
 
@@ -144,7 +144,7 @@ static int wait_child(struct child *c)
 }
 
 /* The child's exit status; fails the test if it did not exit normally. */
-static int reap(struct child *c)
+static inline int reap(struct child *c)
 {
 	int st = wait_child(c);
 
@@ -153,7 +153,7 @@ static int reap(struct child *c)
 	return st;
 }
 
-static void kill_reap(struct child *c)
+static inline void kill_reap(struct child *c)
 {
 	kill(c->pid, SIGKILL);
 	waitpid(c->pid, NULL, 0);
@@ -163,7 +163,7 @@ static void kill_reap(struct child *c)
 
 /* Wait (without sleeping blindly) until in_flight reaches n; fails after
  * limit_ns. Returns how long it took. */
-static uint64_t await_in_flight(bulkhead_t *bh, uint64_t n, uint64_t limit_ns)
+static inline uint64_t await_in_flight(bulkhead_t *bh, uint64_t n, uint64_t limit_ns)
 {
 	uint64_t t0 = bh_now_ns();
 

@@ -31,6 +31,12 @@ tests_test_shm_SOURCES = tests/test_shm.c tests/shmutil.h tests/testutil.h
 tests_test_shm_CFLAGS = $(TEST_CFLAGS)
 tests_test_shm_LDADD = $(TEST_LIBS)
 TESTS += tests/test_shm
+
+check_PROGRAMS += tests/test_shm_queue
+tests_test_shm_queue_SOURCES = tests/test_shm_queue.c tests/shmutil.h tests/testutil.h
+tests_test_shm_queue_CFLAGS = $(TEST_CFLAGS)
+tests_test_shm_queue_LDADD = $(TEST_LIBS)
+TESTS += tests/test_shm_queue
 endif
 
 dist_man_MANS += docs/man/bh_shm_open.3 docs/man/bh_shm_unlink.3

@@ -550,8 +550,7 @@ static bool compete(struct waiter *wt)
 			nw |= W_STARVING;
 	} while (!cas_sword(a, &w, nw));
 	if (won) {
-		win_close(wt->s, l + n);
-		bhs_slot_count(a, wt->s, BHI_ACQUIRED);
+		win_close(wt->s, l + n); /* counted by the caller, as every queued grant */
 		bhs_q_remove_locked(a, wt->qi);
 		atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE,
 				      memory_order_relaxed);
