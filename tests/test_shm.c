@@ -784,5 +784,7 @@ int main(void)
 	};
 
 	alarm(300);
+	if (getenv("BH_TEST_FILTER")) /* one test: BH_TEST_FILTER=test_name */
+		cmocka_set_test_filter(getenv("BH_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, shm_setup, shm_teardown);
 }

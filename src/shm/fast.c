@@ -361,7 +361,7 @@ bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t e
 	ok = atomic_compare_exchange_strong_explicit(&q->state, &expect, final,
 						     memory_order_acq_rel, memory_order_acquire);
 	if (ok && grant)
-		BHS_POINT(BP_AGENT);
+		BHS_POINT(BP_CLAIM);
 	win_close(s, ok && grant ? l + n : l);
 	return ok;
 }

@@ -37,6 +37,12 @@ tests_test_shm_queue_SOURCES = tests/test_shm_queue.c tests/shmutil.h tests/test
 tests_test_shm_queue_CFLAGS = $(TEST_CFLAGS)
 tests_test_shm_queue_LDADD = $(TEST_LIBS)
 TESTS += tests/test_shm_queue
+
+check_PROGRAMS += tests/test_shm_crash
+tests_test_shm_crash_SOURCES = tests/test_shm_crash.c tests/shmutil.h tests/testutil.h
+tests_test_shm_crash_CFLAGS = $(TEST_CFLAGS) -DBHS_CRASH_POINTS
+tests_test_shm_crash_LDADD = src/libbhcrash.la $(CMOCKA_LIBS)
+TESTS += tests/test_shm_crash
 endif
 
 dist_man_MANS += docs/man/bh_shm_open.3 docs/man/bh_shm_unlink.3

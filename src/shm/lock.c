@@ -127,11 +127,11 @@ void bhs_lock(struct bhs_att *a)
 	uint32_t v = 0;
 
 	pthread_mutex_lock(&a->hmu);
-	if (atomic_compare_exchange_strong_explicit(&a->seg->lock, &v, a->lockval,
-						    memory_order_acquire, memory_order_relaxed))
-		return;
-	if (lock_slow(a))
+	if (!atomic_compare_exchange_strong_explicit(&a->seg->lock, &v, a->lockval,
+						     memory_order_acquire, memory_order_relaxed) &&
+	    lock_slow(a))
 		bhs_rebuild_locked(a, true); /* whatever the dead owner left half-done */
+	BHS_POINT(BP_HOLD_LOCK);
 }
 
 void bhs_unlock(struct bhs_att *a)

@@ -311,7 +311,8 @@ enum bhs_point {
 	BP_GRANTED,   /* a waiter saw its grant, before claiming it */
 	BP_XFER,      /* a transfer between slots is half made */
 	BP_REBUILD,   /* a recovery has frozen the word */
-	BP_AGENT,     /* the agent claimed an async grant, before its ledger */
+	BP_CLAIM,     /* a grant claimed from its node, the ledger not yet written */
+	BP_HOLD_LOCK, /* the internal lock was just taken */
 	BP_NPOINTS,
 };
 
