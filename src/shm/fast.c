@@ -168,16 +168,21 @@ void bhs_record_hold(struct bulkhead *bh, uint64_t ns)
 
 /* Take n permits into slot s if the word allows it now. The guess of the
  * word saves a load before the CAS; only a CAS that succeeds, or a real
- * load, decides. */
-bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+ * load, decides. An acquire window needs no look at a->xfer: it only adds
+ * to its ledger, and a transfer only writes the debit. */
+static inline __attribute__((always_inline)) bool take_on(struct bhs_att *a,
+							  struct bhs_slot *s, uint32_t n)
 {
+	_Atomic uint64_t *word = &a->seg->word;
 	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
-	uint64_t l = win_open(a, s);
+	uint64_t l = win_open(s);
 
 	if (!may_take(w, n))
-		w = load_sword(a);
+		w = atomic_load_explicit(word, memory_order_relaxed);
 	while (may_take(w, n)) {
-		if (cas_sword(a, &w, w - n)) {
+		/* acq_rel: see cas_sword */
+		if (atomic_compare_exchange_weak_explicit(word, &w, w - n, memory_order_acq_rel,
+							  memory_order_acquire)) {
 			BHS_POINT(BP_ACQ_CAS);
 			win_close(s, l + n);
 			atomic_store_explicit(&s->hint, w - n, memory_order_relaxed);
@@ -189,27 +194,54 @@ bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 	return false;
 }
 
-/* Give n permits back from slot s if its ledger holds them and nobody
- * queued needs serving. The xfer load after the PEND store (acquire: pairs
- * with the transferer's clearing store) makes the debit read after it
- * current. */
-int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 {
-	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
-	uint64_t l = win_open(a, s);
+	return take_on(a, s, n);
+}
 
-	if (atomic_load_explicit(&a->xfer, memory_order_acquire)) {
+/* Is a transfer running? The look comes after the window's mark, with a
+ * barrier between them: a compiler barrier when the transferer issues a
+ * membarrier, a real fence when the kernel has none (XFER_FENCED, a
+ * standing bit, so the common case is one load). acquire: pairs with the
+ * transferer's clearing store, so the debit read after it is current. */
+static inline bool xfer_running(struct bhs_att *a)
+{
+	uint32_t x;
+
+	atomic_signal_fence(memory_order_seq_cst);
+	x = atomic_load_explicit(&a->xfer, memory_order_acquire);
+	if (BH_LIKELY(!x))
+		return false;
+	if (x == XFER_FENCED) {
+		atomic_thread_fence(memory_order_seq_cst);
+		x = atomic_load_explicit(&a->xfer, memory_order_acquire) & ~XFER_FENCED;
+	}
+	return x != 0;
+}
+
+/* Give n permits back from slot s if its ledger holds them and nobody
+ * queued needs serving. */
+static inline __attribute__((always_inline)) int give_on(struct bhs_att *a, struct bhs_slot *s,
+							 uint32_t n)
+{
+	_Atomic uint64_t *word = &a->seg->word;
+	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
+	uint64_t l = win_open(s);
+
+	if (BH_UNLIKELY(xfer_running(a))) {
 		win_close(s, l);
 		return GIVE_XFER;
 	}
-	if (held_of(s, l) < n) {
+	if (BH_UNLIKELY(held_of(s, l) < n)) {
 		win_close(s, l);
 		return GIVE_SHORT;
 	}
 	if (!may_give(w, n))
-		w = load_sword(a);
+		w = atomic_load_explicit(word, memory_order_relaxed);
 	while (may_give(w, n)) {
-		if (cas_sword(a, &w, w + n)) {
+		/* acq_rel: see cas_sword */
+		if (atomic_compare_exchange_weak_explicit(word, &w, w + n, memory_order_acq_rel,
+							  memory_order_acquire)) {
 			BHS_POINT(BP_REL_CAS);
 			win_close(s, l - n);
 			atomic_store_explicit(&s->hint, w + n, memory_order_relaxed);
@@ -221,14 +253,19 @@ int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 	return GIVE_LOCK;
 }
 
+int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+{
+	return give_on(a, s, n);
+}
+
 /* The same under the lock, serving the queue (the caller dispatches): the
  * word is not frozen while we hold the lock, so only the ledger and a
  * transfer can say no. */
 int bhs_give_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 {
-	uint64_t l = win_open(a, s), w;
+	uint64_t l = win_open(s), w;
 
-	if (atomic_load_explicit(&a->xfer, memory_order_acquire)) {
+	if (xfer_running(a)) {
 		win_close(s, l);
 		return GIVE_XFER;
 	}
@@ -251,7 +288,7 @@ static void membarrier_all(struct bhs_att *a)
 {
 	int saved = errno;
 
-	if (a->fenced)
+	if (atomic_load_explicit(&a->xfer, memory_order_relaxed) & XFER_FENCED)
 		atomic_thread_fence(memory_order_seq_cst);
 	else
 		syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
@@ -288,7 +325,7 @@ int bhs_transfer(struct bhs_att *a, struct bhs_slot *t, uint32_t n)
 	int r = 0;
 
 	pthread_mutex_lock(&a->xmu);
-	atomic_store_explicit(&a->xfer, 1, memory_order_relaxed);
+	atomic_fetch_or_explicit(&a->xfer, XFER_RUNNING, memory_order_relaxed);
 	membarrier_all(a);
 	if (!win_open_checked(a, t, &lt)) {
 		r = -EAGAIN;
@@ -325,7 +362,7 @@ int bhs_transfer(struct bhs_att *a, struct bhs_slot *t, uint32_t n)
 	win_close(t, lt);
 out:
 	/* release: a window that sees xfer clear sees every debit above */
-	atomic_store_explicit(&a->xfer, 0, memory_order_release);
+	atomic_fetch_and_explicit(&a->xfer, ~XFER_RUNNING, memory_order_release);
 	pthread_mutex_unlock(&a->xmu);
 	return r;
 }
@@ -353,7 +390,7 @@ bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t e
 	bool ok, grant = expect == QS_GRANTED;
 
 	if (locked)
-		l = win_open(a, s);
+		l = win_open(s);
 	else
 		while (!win_open_checked(a, s, &l))
 			bhs_wait_thaw(a);
@@ -368,30 +405,30 @@ bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t e
 
 /* ---- the entry points' fast halves -------------------------------------------------- */
 
-int bhs_try_acquire(struct bulkhead *bh, uint32_t n)
+/* From the core's take_fast, for a thread that has a slot mapped and a
+ * valid n (the core checked it); false: the core goes on to its slow path,
+ * which lands in bhs_try_acquire or bhs_acquire below. */
+bool bhs_take_fast(struct bulkhead *bh, uint32_t n)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
 
-	if (BH_LIKELY(s != NULL) && BH_LIKELY(n_valid(n)) && bhs_take_on(a, s, n)) {
+	if (BH_LIKELY(s != NULL) && take_on(a, s, n)) {
 		if (BH_UNLIKELY(a->flags & BH_TRACK_HOLD))
 			bhs_hold_begin(a, n);
-		return 0;
+		return true;
 	}
-	return bhs_try_slow(a, n);
+	return false;
+}
+
+int bhs_try_acquire(struct bulkhead *bh, uint32_t n)
+{
+	return bhs_try_slow(att_of(bh), n);
 }
 
 int bhs_acquire(struct bulkhead *bh, uint32_t n, uint64_t deadline_ns)
 {
-	struct bhs_att *a = att_of(bh);
-	struct bhs_slot *s = my_slot(a);
-
-	if (BH_LIKELY(s != NULL) && BH_LIKELY(n_valid(n)) && bhs_take_on(a, s, n)) {
-		if (BH_UNLIKELY(a->flags & BH_TRACK_HOLD))
-			bhs_hold_begin(a, n);
-		return 0;
-	}
-	return bhs_acquire_slow(a, n, deadline_ns);
+	return bhs_acquire_slow(att_of(bh), n, deadline_ns);
 }
 
 int bhs_release(struct bulkhead *bh, uint32_t n)
@@ -400,27 +437,11 @@ int bhs_release(struct bulkhead *bh, uint32_t n)
 	struct bhs_slot *s = my_slot(a);
 	int r;
 
-	if (BH_LIKELY(s != NULL) && BH_LIKELY(n_valid(n)) &&
-	    BH_LIKELY(bhs_give_on(a, s, n) == GIVE_OK))
+	if (BH_LIKELY(s != NULL) && BH_LIKELY(n_valid(n)) && BH_LIKELY(give_on(a, s, n) == GIVE_OK))
 		r = 0;
 	else
 		r = bhs_release_slow(a, n);
 	if (r == 0 && BH_UNLIKELY(a->flags & BH_TRACK_HOLD))
 		bhs_hold_end(a, n);
 	return r;
-}
-
-/* From the core's take_fast, for a thread that has a slot mapped and a
- * valid n (the core checked it); false: the core goes on to its slow path. */
-bool bhs_take_fast(struct bulkhead *bh, uint32_t n)
-{
-	struct bhs_att *a = att_of(bh);
-	struct bhs_slot *s = my_slot(a);
-
-	if (s && bhs_take_on(a, s, n)) {
-		if (a->flags & BH_TRACK_HOLD)
-			bhs_hold_begin(a, n);
-		return true;
-	}
-	return false;
 }

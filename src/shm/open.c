@@ -472,7 +472,10 @@ int bhs_register(struct bhs_att *a)
 	pthread_mutex_lock(&a->mu);
 	if (a->proc)
 		goto out;
-	a->fenced = !have_membarrier();
+	if (!have_membarrier())
+		atomic_fetch_or_explicit(&a->xfer, XFER_FENCED, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&a->xfer, ~XFER_FENCED, memory_order_relaxed);
 	if (a->fd < 0 || (i = claim_proc(a)) < 0) {
 		r = -ENOSPC;
 		goto out;
@@ -550,7 +553,7 @@ static void fork_child(void)
 		a->proc = NULL;
 		a->shared = NULL;
 		a->agent_on = false;
-		atomic_store_explicit(&a->xfer, 0, memory_order_relaxed);
+		atomic_store_explicit(&a->xfer, 0, memory_order_relaxed); /* fenced: at register */
 		memset(a->tmap, 0, 4096 * sizeof(*a->tmap));
 		memset((void *)a->anode, 0, (a->nextra ? a->nextra : 1) * sizeof(*a->anode));
 		if (a->hold)
@@ -651,7 +654,10 @@ static int attach(const char *name, int fd, const struct bh_config *cfg, struct 
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if ((a = find_att(st.st_dev, st.st_ino)) != NULL) {
+		/* ours already, maybe inherited: a fork child registers here */
 		close(fd);
+		if ((r = bhs_register(a)) < 0)
+			return r;
 		a->refs++;
 		*out = a;
 		return 0;

@@ -300,7 +300,7 @@ int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_
 		     uint32_t kind)
 {
 	struct bhs_qnode *q = qnode_at(a, qi);
-	uint64_t l = win_open(a, s), w = load_sword(a), nw;
+	uint64_t l = win_open(s), w = load_sword(a), nw;
 	bool take;
 
 	do {
@@ -540,7 +540,7 @@ static bool compete(struct waiter *wt)
 		return false;
 	}
 	now = a->ops->now(a->ops->ctx);
-	l = win_open(a, wt->s);
+	l = win_open(wt->s);
 	w = load_sword(a);
 	do {
 		won = w_avail(w) >= (int64_t)n;

@@ -316,6 +316,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 	if (!windows_closed(a, &c, must)) {
 		/* Nothing CASes a frozen word and we hold the lock: w is exact. */
 		atomic_store_explicit(&g->word, w & ~S_FROZEN, memory_order_seq_cst);
+		atomic_fetch_add_explicit(&g->rebuild_waits, 1, memory_order_relaxed);
 		return false;
 	}
 	for (uint32_t i = 0; i < a->nslots; i++) {

@@ -144,7 +144,7 @@ struct bhs_seg {
 	_Atomic uint32_t nattached; /* live processes */
 	_Alignas(BH_CACHELINE) _Atomic uint64_t scan_ns; /* last liveness scan */
 	_Atomic uint64_t timed_out, cancelled, over_released, reclaimed, deaths;
-	_Atomic uint64_t rebuilds;
+	_Atomic uint64_t rebuilds, rebuild_waits; /* waits: gave up, a window stayed open */
 	_Alignas(BH_CACHELINE) struct bhi_hist wait, wait_failed;
 	struct bhi_hist hold[BHS_HOLDS];
 };
@@ -159,9 +159,8 @@ struct bhs_att {
 	/* Line 1: what the fast paths read. */
 	_Alignas(BH_CACHELINE) struct bhs_seg *seg;
 	struct bhs_slot **tmap; /* bhi_tindex - 1 -> this thread's slot */
-	_Atomic uint32_t xfer;  /* a transfer between this process's slots runs */
+	_Atomic uint32_t xfer;  /* XFER_RUNNING, XFER_FENCED */
 	uint32_t flags;         /* the bulkhead's BH_* flags */
-	bool fenced;            /* no membarrier: fast paths fence instead */
 
 	_Alignas(BH_CACHELINE) pthread_mutex_t mu; /* below, unless noted */
 	pthread_mutex_t xmu;       /* one transfer at a time */
@@ -197,6 +196,9 @@ struct bhs_att {
 	uint32_t *order;           /* scratch for rebuild(), under the lock */
 	char name[BH_NAME_MAX];
 };
+
+#define XFER_RUNNING 1u /* a transfer between this process's slots runs */
+#define XFER_FENCED 2u  /* no membarrier(2): release windows fence themselves */
 
 static inline struct bhs_att *att_of(const struct bulkhead *bh)
 {
@@ -275,20 +277,15 @@ static inline uint64_t held_of(struct bhs_slot *s, uint64_t ledger)
 
 /* ---- windows ------------------------------------------------------------- */
 
-/* Open a window. The PEND store needs no fence against recoveries: a CAS
- * that succeeds after it is a release that the freeze acquires. Transfers
- * need one between the PEND store and the xfer load (release only): the
- * membarrier the transferer issues provides it, or, where the kernel has
- * none, a real fence here. */
-static inline uint64_t win_open(struct bhs_att *a, struct bhs_slot *s)
+/* Open a window: mark the ledger, before the CAS. No fence against
+ * recoveries: a CAS that succeeds after the store is a release that the
+ * freeze acquires. (A release window also orders the mark before its look
+ * at a->xfer: see bhs_give_on.) */
+static inline uint64_t win_open(struct bhs_slot *s)
 {
 	uint64_t l = atomic_load_explicit(&s->ledger, memory_order_relaxed);
 
 	atomic_store_explicit(&s->ledger, l | S_PEND, memory_order_relaxed);
-	if (BH_UNLIKELY(a->fenced))
-		atomic_thread_fence(memory_order_seq_cst);
-	else
-		atomic_signal_fence(memory_order_seq_cst);
 	return l;
 }
 
