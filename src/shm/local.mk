@@ -46,3 +46,14 @@ TESTS += tests/test_shm_crash
 endif
 
 dist_man_MANS += docs/man/bh_shm_open.3 docs/man/bh_shm_unlink.3
+
+# The stress scenario (stress/README.md): workers killed at random instants.
+STRESS_PROGS += stress/stress_shm
+noinst_PROGRAMS += stress/stress_shm
+stress_stress_shm_SOURCES = stress/stress_shm.c
+stress_stress_shm_LDADD = src/libbhcore.la
+
+noinst_PROGRAMS += bench/bench_shm
+bench_bench_shm_SOURCES = bench/bench_shm.c
+bench_bench_shm_CFLAGS = $(AM_CFLAGS) -O2
+bench_bench_shm_LDADD = src/libbulkhead.la
