@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include "bulkhead/metrics.h"
 #include "shmutil.h"
 
 /* ---- names, flags, configuration ---------------------------------------- */
@@ -760,6 +761,42 @@ static void test_fork_child_does_not_keep_parent_alive(void **state)
 	shm_done(bh, name);
 }
 
+/* Hold times are tracked across threads and processes like the rest, and
+ * the metrics export carries the host-wide families. */
+static void test_hold_and_metrics(void **state)
+{
+	const char *name = uniq("metrics");
+	bulkhead_t *bh = shm_make(name, 3, 2, BH_TRACK_HOLD), *local = make_bh(1, 0, 0);
+	bulkhead_t *all[] = { bh, local };
+	struct bh_metric_set set = { .bulkheads = all, .n_bulkheads = 2 };
+	struct child c = spawn(hold_and_die, (void *)name);
+	char buf[1 << 16], want[256];
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	usleep(2000);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bh_record_hold(bh, 5 * BH_MSEC);
+	assert_int_equal(stats_of(bh).hold.count, 2);
+	assert_true(stats_of(bh).hold.sum_ns >= 7 * BH_MSEC);
+	assert_true(bh_metrics_prometheus(&set, buf, sizeof(buf)) < (ssize_t)sizeof(buf));
+	snprintf(want, sizeof(want), "bulkhead_reclaimed_total{name=\"%s\"} 2\n", name);
+	assert_non_null(strstr(buf, want));
+	snprintf(want, sizeof(want), "bulkhead_processes{name=\"%s\"} 1\n", name);
+	assert_non_null(strstr(buf, want));
+	snprintf(want, sizeof(want), "bulkhead_hold_seconds_count{name=\"%s\"} 2\n", name);
+	assert_non_null(strstr(buf, want));
+	snprintf(want, sizeof(want), "bulkhead_processes{name=\"%s\"}", bh_name(local));
+	assert_null(strstr(buf, want)); /* process-local: no host-wide families */
+	assert_true(bh_metrics_json(&set, buf, sizeof(buf)) < (ssize_t)sizeof(buf));
+	assert_non_null(strstr(buf, "\"over_released\":0,\"reclaimed\":2,\"processes\":1,"));
+	bh_destroy(local);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -781,6 +818,7 @@ int main(void)
 		cmocka_unit_test(test_exec_counts_as_death),
 		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
 		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
+		cmocka_unit_test(test_hold_and_metrics),
 	};
 
 	alarm(300);

@@ -14,6 +14,8 @@
  * acquires, enqueue to grant), bulkhead_wait_failed_seconds (enqueue to
  * timeout, close or cancel) and, with BH_TRACK_HOLD, bulkhead_hold_seconds
  * (histograms, one bucket boundary per power of two from 1.024 us to 68.7 s).
+ * Host-wide bulkheads (bulkhead/shm.h) add bulkhead_reclaimed_total (permits
+ * taken back from processes that died) and bulkhead_processes (a gauge).
  *
  * Pools (label name="<pool name>"): bulkhead_pool_threads, _active_threads,
  * _queued, _largest_threads, _abandoned_running, _core_threads, _max_threads,
