@@ -53,8 +53,23 @@
 
 #define MAX_PROCS 8
 #define MAX_THREADS 8
-#define SLACK_NS (500 * BH_MSEC)
-#define DETECT_NS ((uint64_t)(env_num("BH_STRESS_DETECT_MS", 1000) * 1e6))
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SCALE 4 /* sanitizers slow everything down */
+#endif
+#ifdef __has_feature
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SCALE 4
+#endif
+#endif
+#ifndef SCALE
+#define SCALE 1
+#endif
+/* A wait may return this much after its deadline (a loaded machine, and a
+ * victim the killer keeps stopped while it reads its records, if it held
+ * the internal lock). */
+#define SLACK_NS ((uint64_t)(env_num("BH_STRESS_SLACK_MS", 1000 * SCALE) * 1e6))
+/* A death must be processed within this. */
+#define DETECT_NS ((uint64_t)(env_num("BH_STRESS_DETECT_MS", 1000 * SCALE) * 1e6))
 
 enum { PH_IDLE, PH_ACQ, PH_REL, PH_ADD, PH_SUB };
 
@@ -268,7 +283,7 @@ static void op_async(struct wthread *t, uint32_t n)
 {
 	struct bh_async node;
 	struct timespec ts;
-	int r;
+	int r, done;
 
 	t->async_done = 0;
 	atomic_store(&t->r->pend, n);
@@ -294,8 +309,9 @@ static void op_async(struct wthread *t, uint32_t n)
 	pthread_mutex_lock(&t->mu);
 	while (!t->async_done && pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
 		;
+	done = t->async_done;
 	pthread_mutex_unlock(&t->mu);
-	if (!t->async_done && bh_cancel_async(t->w->bh, &node) == 1) {
+	if (!done && bh_cancel_async(t->w->bh, &node) == 1) {
 		atomic_fetch_add(&ext->async_cancel, 1);
 		goto done;
 	}

@@ -6,6 +6,7 @@
 
 #include "bulkhead/metrics.h"
 #include "shmutil.h"
+#include "shm/seg.h"
 
 /* ---- names, flags, configuration ---------------------------------------- */
 
@@ -547,8 +548,9 @@ static void *race_release(void *arg)
 }
 
 /* Two threads release the process's one permit at once, neither holding it:
- * exactly one succeeds, every round. */
-static void test_double_release_race(void **state)
+ * exactly one succeeds, every round; with membarrier, and with the fenced
+ * fallback for kernels without it. */
+static void double_release_race(bool fenced)
 {
 	const char *name = uniq("race");
 	bulkhead_t *bh = shm_make(name, 4, 0, 0);
@@ -556,7 +558,7 @@ static void test_double_release_race(void **state)
 	struct race r1 = { bh, &bar, 300, 0 }, r2 = r1;
 	pthread_t t1, t2;
 
-	(void)state;
+	assert_int_equal(!!(atomic_load(&((struct bhs_att *)bh->ext)->xfer) & XFER_FENCED), fenced);
 	pthread_barrier_init(&bar, NULL, 3);
 	assert_int_equal(pthread_create(&t1, NULL, race_release, &r1), 0);
 	assert_int_equal(pthread_create(&t2, NULL, race_release, &r2), 0);
@@ -572,6 +574,20 @@ static void test_double_release_race(void **state)
 	assert_int_equal(stats_of(bh).over_released, 300);
 	pthread_barrier_destroy(&bar);
 	shm_done(bh, name);
+}
+
+static void test_double_release_race(void **state)
+{
+	(void)state;
+	double_release_race(false);
+}
+
+static void test_double_release_race_fenced(void **state)
+{
+	(void)state;
+	bhs_test_fenced(true);
+	double_release_race(true);
+	bhs_test_fenced(false);
 }
 
 /* ---- processes: fork, detach, exec ---------------------------------------------- */
@@ -813,6 +829,7 @@ int main(void)
 		cmocka_unit_test(test_handles_share_ledger),
 		cmocka_unit_test(test_cross_thread_release),
 		cmocka_unit_test(test_double_release_race),
+		cmocka_unit_test(test_double_release_race_fenced),
 		cmocka_unit_test(test_fork_child_holds_nothing),
 		cmocka_unit_test(test_detach_returns_holdings),
 		cmocka_unit_test(test_exec_counts_as_death),

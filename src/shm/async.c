@@ -83,7 +83,9 @@ static void deliver(struct bhs_att *a, uint32_t i, struct bh_async *node, uint32
 		return;
 	if (st == QS_GRANTED)
 		count_on_slot(a, BHI_ACQUIRED);
-	node->link.kind = 0; /* not queued any more: the callback may free it */
+	/* The node is the caller's: we only read it (fn, data, set before it
+	 * was published in anode). Its delivery is recorded in anode[i],
+	 * which bh_cancel_async reads; the callback may free the node. */
 	node->fn(node, result_of(st));
 	pthread_mutex_lock(&a->mu);
 	atomic_store_explicit(&a->anode[i], NULL, memory_order_release);
@@ -227,7 +229,9 @@ int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n, bh
 /* 1: still queued, taken back, its callback will never run. 0: it was not
  * queued, and its callback has run by the time we return (the agent may
  * be running it right now: wait for it; on the agent thread itself, as
- * from another node's callback, deliver it here). */
+ * from another node's callback, deliver it here). node->link is written
+ * only by the threads that queue and cancel the node, never by the agent;
+ * whether it is still waiting for delivery is anode[i] == node. */
 int bhs_cancel_async(struct bulkhead *bh, struct bh_async *node)
 {
 	struct bhs_att *a = att_of(bh);

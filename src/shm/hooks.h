@@ -17,6 +17,9 @@ void bhs_set_spin_ns(bulkhead_t *bh, uint64_t ns);
 void bhs_set_starve_ns(bulkhead_t *bh, uint64_t ns);
 /* The longest sleep of a waiter or agent before it looks for the dead. */
 void bhs_set_poll_ns(bulkhead_t *bh, uint64_t ns);
+/* Attachments registered from now on use the fallback for kernels without
+ * membarrier(2): release windows fence themselves. */
+void bhs_test_fenced(bool on);
 /* The shared word, and the mapping itself. */
 uint64_t bhs_word(const bulkhead_t *bh);
 void *bhs_segment(const bulkhead_t *bh, size_t *size);

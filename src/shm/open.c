@@ -332,6 +332,13 @@ static uint32_t spin_iters_for(uint64_t ns)
 	return (uint32_t)(ns * 1000 / (ps < 500 ? 500 : ps));
 }
 
+static bool force_fenced;
+
+void bhs_test_fenced(bool on)
+{
+	force_fenced = on;
+}
+
 /* membarrier(2) for transfers, once per process; where the kernel has none,
  * fast paths fence instead. */
 static bool have_membarrier(void)
@@ -341,6 +348,8 @@ static bool have_membarrier(void)
 	int s = atomic_load_explicit(&state, memory_order_acquire), saved = errno;
 	long q;
 
+	if (force_fenced)
+		return false;
 	if (s && atomic_load_explicit(&for_pid, memory_order_relaxed) == getpid())
 		return s == 1;
 	q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
