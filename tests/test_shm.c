@@ -7,6 +7,7 @@
 #include "bulkhead/metrics.h"
 #include "shmutil.h"
 #include "shm/seg.h"
+#include "shm/dispatch.h"
 
 /* ---- names, flags, configuration ---------------------------------------- */
 
@@ -408,6 +409,7 @@ static void test_try_release_counts(void **state)
 	const char *name = uniq("try");
 	bulkhead_t *bh = shm_make(name, 3, 0, 0);
 	struct bh_stats st;
+	uint64_t lim, in, q;
 
 	(void)state;
 	assert_int_equal(bh_try_acquire(bh, 0), -EINVAL);
@@ -425,6 +427,10 @@ static void test_try_release_counts(void **state)
 	assert_int_equal(st.rejected, 1);
 	assert_int_equal(st.over_released, 1);
 	assert_int_equal(st.processes, 1);
+	bhs_gauges(bh, &lim, &in, &q); /* for bh_gauges: one load of the word */
+	assert_int_equal(lim, 3);
+	assert_int_equal(in, 3);
+	assert_int_equal(q, 0);
 	assert_int_equal(bh_release(bh, 3), 0);
 	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
 	st = stats_of(bh);

@@ -17,6 +17,8 @@ int bhs_cancel_async(struct bulkhead *bh, struct bh_async *node);
 int bhs_close(struct bulkhead *bh);
 int bhs_set_limit(struct bulkhead *bh, uint32_t max_concurrent);
 void bhs_stats(const struct bulkhead *bh, struct bh_stats *out);
+void bhs_gauges(const struct bulkhead *bh, uint64_t *limit, uint64_t *in_flight,
+		uint64_t *queued);
 void bhs_record_hold(struct bulkhead *bh, uint64_t ns);
 void bhs_destroy(struct bulkhead *bh);
 

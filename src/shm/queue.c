@@ -793,6 +793,17 @@ int bhs_set_limit(struct bulkhead *bh, uint32_t max_concurrent)
 	return 0;
 }
 
+/* The three gauges at one instant, for the core's bh_gauges. */
+void bhs_gauges(const struct bulkhead *bh, uint64_t *limit, uint64_t *in_flight,
+		uint64_t *queued)
+{
+	uint64_t w = atomic_load_explicit(&att_of(bh)->seg->word, memory_order_acquire);
+
+	*limit = w_limit(w);
+	*in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));
+	*queued = s_nq(w);
+}
+
 void bhs_stats(const struct bulkhead *bh, struct bh_stats *out)
 {
 	struct bhs_att *a = att_of(bh);
