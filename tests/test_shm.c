@@ -783,6 +783,87 @@ static void test_fork_child_does_not_keep_parent_alive(void **state)
 	shm_done(bh, name);
 }
 
+struct shared_arg {
+	bulkhead_t *bh;
+	int r[6];
+};
+
+static void *on_shared_slot(void *arg)
+{
+	struct shared_arg *x = arg;
+
+	x->r[0] = bh_try_acquire(x->bh, 1);
+	x->r[1] = bh_acquire(x->bh, 2, bh_now_ns() + 5 * BH_SEC); /* queues */
+	x->r[2] = bh_release(x->bh, 2);
+	x->r[3] = bh_release(x->bh, 2); /* the process holds 1 */
+	return NULL;
+}
+
+static void *release_two_shared(void *arg)
+{
+	struct shared_arg *x = arg;
+
+	x->r[4] = bh_release(x->bh, 2); /* one is the main thread's: moved */
+	x->r[5] = bh_release(x->bh, 1);
+	return NULL;
+}
+
+static int open_one(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	int r = bh_shm_open(arg, NULL, 0, &bh);
+
+	say(out, r);
+	hear(in);
+	if (r == 0)
+		bh_destroy(bh);
+	return 0;
+}
+
+/* At the segment's limits: a thread beyond its thread slots shares its
+ * process's slot (under the lock, with an extra queue node to wait on), and
+ * a process beyond its process slots is refused at open. */
+static void test_segment_limits(void **state)
+{
+	const char *name = uniq("limits");
+	bulkhead_t *bh;
+	struct shared_arg x = { .r = { 9, 9, 9, 9, 9, 9 } };
+	struct child a, b;
+	pthread_t t;
+
+	(void)state;
+	bhs_test_geometry(2, 3, 4); /* two processes, three thread slots */
+	bh = shm_make(name, 3, 4, BH_FAIR);
+	bhs_test_geometry(0, 0, 0);
+	a = spawn(open_one, (void *)name);
+	assert_int_equal(hear(a.rd), 0);       /* the second process: one slot */
+	b = spawn(open_one, (void *)name);
+	assert_int_equal(hear(b.rd), -ENOSPC); /* a third: no process slot */
+	assert_int_equal(bh_try_acquire(bh, 2), 0); /* main: its own slot, the last */
+	x.bh = bh;
+	assert_int_equal(pthread_create(&t, NULL, on_shared_slot, &x), 0);
+	await_queued(bh, 1); /* took the last one, waits for two more */
+	assert_int_equal(bh_release(bh, 2), 0); /* handed to the shared slot's waiter */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(x.r[0], 0);
+	assert_int_equal(x.r[1], 0);
+	assert_int_equal(x.r[2], 0);
+	assert_int_equal(x.r[3], -EOVERFLOW);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* main holds 1, the shared slot 1 */
+	assert_int_equal(pthread_create(&t, NULL, release_two_shared, &x), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(x.r[4], 0);
+	assert_int_equal(x.r[5], -EOVERFLOW);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	say(a.wr, 0);
+	say(b.wr, 0);
+	assert_int_equal(reap(&a), 0);
+	assert_int_equal(reap(&b), 0);
+	shm_done(bh, name);
+}
+
 /* Hold times are tracked across threads and processes like the rest, and
  * the metrics export carries the host-wide families. */
 static void test_hold_and_metrics(void **state)
@@ -842,6 +923,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
 		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
 		cmocka_unit_test(test_hold_and_metrics),
+		cmocka_unit_test(test_segment_limits),
 	};
 
 	alarm(300);

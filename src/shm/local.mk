@@ -47,6 +47,15 @@ endif
 
 dist_man_MANS += docs/man/bh_shm_open.3 docs/man/bh_shm_unlink.3
 
+# <bulkhead/shm.h> compiles and links as C++.
+if HAVE_CXX
+check_PROGRAMS += tests/test_shm_cxx
+tests_test_shm_cxx_SOURCES = tests/test_shm_cxx.cc
+tests_test_shm_cxx_CXXFLAGS = -Wall -Wextra -Werror $(BH_SAN_FLAGS)
+tests_test_shm_cxx_LDADD = src/libbulkhead.la
+TESTS += tests/test_shm_cxx
+endif
+
 # The stress scenario (stress/README.md): workers killed at random instants.
 STRESS_PROGS += stress/stress_shm
 noinst_PROGRAMS += stress/stress_shm
