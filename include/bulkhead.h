@@ -125,6 +125,9 @@ struct bh_stats {
 	struct bh_hist wait_failed; /* queued acquires: enqueue to timeout, close, cancel */
 	struct bh_hist hold;        /* a thread's first acquire to its last release
 	                             * (BH_TRACK_HOLD), and bh_record_hold */
+	/* Host-wide bulkheads (bulkhead/shm.h); 0 for a process-local one. */
+	uint64_t reclaimed; /* permits taken back from processes that died holding them */
+	uint64_t processes; /* processes attached now */
 };
 
 /* Create a bulkhead. Returns 0 and sets *out, or -EINVAL (cfg or out NULL,

@@ -10,6 +10,7 @@
 #include "internal.h"
 #include "sample_hook.h"
 #include "layer.h"
+#include "shm/dispatch.h"
 
 /* States of a blocking waiter's futex word. WAITING and SLEEPING are the
  * queued states (SLEEPING: the owner is or is about to be in the kernel, so a
@@ -205,6 +206,10 @@ void bh_destroy(bulkhead_t *bh)
 		return;
 	if (bh->layer)
 		bh->layer->destroy(bh->layer);
+	if (bh->ext) {
+		bhs_destroy(bh);
+		return;
+	}
 	pthread_mutex_destroy(&bh->lock);
 	free(bh->hold);
 	free(bh);
@@ -503,8 +508,11 @@ static int refusal(uint64_t w, uint32_t n)
 
 static BH_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
 {
-	int r = refusal(w, n);
+	int r;
 
+	if (bh->ext) /* a host-wide handle's word always refuses: ask the segment */
+		return bhs_try_acquire(bh, n);
+	r = refusal(w, n);
 	if (r == -EBUSY)
 		bhi_count(bh, BHI_REJECTED);
 	return r;
@@ -581,7 +589,9 @@ static BH_COLD void hold_end(struct bulkhead *bh, uint32_t n)
 
 void bh_record_hold(bulkhead_t *bh, uint64_t ns)
 {
-	if (bh->hold)
+	if (bh->ext)
+		bhs_record_hold(bh, ns);
+	else if (bh->hold)
 		hold_add(bh, bhi_tindex, ns);
 	bhs_emit(bh, BHS_HOLD, ns, BHS_OK);
 }
@@ -600,7 +610,11 @@ static void record_wait(struct bulkhead *bh, uint64_t enqueued_ns, int result)
 static inline bool take_word(struct bulkhead *bh, uint32_t n)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
-	uint64_t w = first_look(bh, s);
+	uint64_t w;
+
+	if (BH_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
+		return bhs_take_fast(bh, n);
+	w = first_look(bh, s);
 
 	if (!may_take(w, n))
 		w = load_word(bh);
@@ -666,6 +680,8 @@ static BH_COLD int release_slow(struct bulkhead *bh, uint32_t n)
 	struct wake_batch wb;
 	uint64_t w;
 
+	if (bh->ext)
+		return bhs_release(bh, n);
 	lock(bh, &wb);
 	w = load_word(bh);
 	do {
@@ -692,8 +708,12 @@ static inline bool release_fits(uint64_t w, uint32_t n)
 int bh_release(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
-	uint64_t w = first_look(bh, s);
+	uint64_t w;
 	bool guess = s != NULL;
+
+	if (BH_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
+		return bhs_release(bh, n);
+	w = first_look(bh, s);
 
 	if (BH_UNLIKELY(!n_valid(n)))
 		return -EINVAL;
@@ -879,6 +899,8 @@ static BH_COLD int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadli
 	struct wake_batch wb;
 	int r;
 
+	if (bh->ext)
+		return bhs_acquire(bh, n, deadline);
 	if (!n_valid(n))
 		return -EINVAL;
 	sw.link.enqueued_ns = bh->ops->now(bh->ops->ctx);
@@ -919,6 +941,8 @@ int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async
 	node->data = data;
 	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
+	if (bh->ext)
+		return bhs_acquire_async(bh, node, n, fn, data);
 	if (!n_valid(n))
 		return -EINVAL;
 	node->link.n = n;
@@ -943,6 +967,8 @@ int bh_cancel_async(bulkhead_t *bh, struct bh_async *node)
 
 	if (!bh || !node)
 		return -EINVAL;
+	if (bh->ext)
+		return bhs_cancel_async(bh, node);
 	lock(bh, &wb);
 	queued = node->link.kind == KIND_ASYNC;
 	if (queued) {
@@ -981,6 +1007,8 @@ int bh_close(bulkhead_t *bh)
 
 	if (!bh)
 		return -EINVAL;
+	if (bh->ext)
+		return bhs_close(bh);
 	lock(bh, &wb);
 	old = atomic_fetch_or_explicit(&bh->word, W_CLOSED, memory_order_acq_rel);
 	if (!(old & W_CLOSED))
@@ -998,6 +1026,8 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 
 	if (!bh || max_concurrent == 0 || max_concurrent > BH_LIMIT_MAX)
 		return -EINVAL;
+	if (bh->ext)
+		return bhs_set_limit(bh, max_concurrent);
 	lock(bh, &wb);
 	w = load_word(bh);
 	do {
@@ -1030,6 +1060,10 @@ int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out)
 {
 	if (!bh || !out)
 		return -EINVAL;
+	if (bh->ext) {
+		bhs_gauges(bh, &out->limit, &out->in_flight, &out->queued);
+		return 0;
+	}
 	*out = gauges_now(bh);
 	return 0;
 }
@@ -1040,6 +1074,10 @@ int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 
 	if (!bh || !out)
 		return -EINVAL;
+	if (bh->ext) {
+		bhs_stats(bh, out);
+		return 0;
+	}
 	g = gauges_now(bh);
 	memset(out, 0, sizeof(*out));
 	out->limit = g.limit;

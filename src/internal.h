@@ -55,6 +55,9 @@
 
 /* Internal flag (above the public BH_* flags): a layer's gate applies. */
 #define BHI_GATED (1u << 31)
+/* The word of a host-wide handle: closed and one waiter queued, so no fast
+ * path takes, and a release goes to release_slow (see struct bulkhead). */
+#define BHI_WORD_EXT (W_CLOSED | W_NQ_ONE)
 
 static inline int64_t w_avail(uint64_t w)
 {
@@ -92,6 +95,7 @@ struct bhi_sync_ops {
 };
 
 extern const struct bhi_sync_ops bhi_futex_ops;
+extern const struct bhi_sync_ops bhi_futex_shared_ops;
 
 /* Per-thread counters: slot i belongs to the live thread with index i, so a
  * plain load+store counts without a locked instruction. */
@@ -134,6 +138,11 @@ struct bulkhead {
 	uint32_t nslots; /* exclusive slots; slots[nslots] is shared */
 	_Atomic(struct bhs_sink *) sink; /* automatic samples go here (sample_hook.h) */
 	_Atomic uint64_t gate_ns; /* BHI_GATED: admit while coarse clock < this */
+	/* A host-wide handle (src/shm/): its state is in shared memory, this
+	 * is the attachment, word is BHI_WORD_EXT and nslots is 0, so every
+	 * fast path fails on values it loads anyway and the cold paths hand
+	 * the call over. NULL for a process-local bulkhead. */
+	struct bhs_att *ext;
 
 	/* Line 2: the slow path. */
 	_Alignas(BH_CACHELINE) pthread_mutex_t lock;

@@ -193,6 +193,15 @@ static const struct scalar scalars[] = {
 	  offsetof(struct bh_stats, over_released) },
 };
 
+/* Host-wide bulkheads (bh_shm_open) only. */
+static const struct scalar host_scalars[] = {
+	{ "bulkhead_reclaimed_total", "counter",
+	  "Permits taken back from processes that died holding them.",
+	  offsetof(struct bh_stats, reclaimed) },
+	{ "bulkhead_processes", "gauge", "Processes attached to the host-wide bulkhead.",
+	  offsetof(struct bh_stats, processes) },
+};
+
 struct histo {
 	const char *name, *help;
 	size_t offset; /* of a struct bh_hist in struct bh_stats */
@@ -307,12 +316,12 @@ static void put_histograms(struct out *o, const struct snaps *s)
 		bool any = false;
 
 		for (size_t i = 0; i < s->n_bh; i++)
-			any |= !m->hold || s->bh[i].bh->hold != NULL;
+			any |= !m->hold || (s->bh[i].bh->flags & BH_TRACK_HOLD);
 		if (!any)
 			continue;
 		put_head(o, m->name, "histogram", m->help);
 		for (size_t i = 0; i < s->n_bh; i++)
-			if (!m->hold || s->bh[i].bh->hold)
+			if (!m->hold || (s->bh[i].bh->flags & BH_TRACK_HOLD))
 				put_histogram(o, m->name, s->bh[i].bh->name,
 					      (const struct bh_hist *)((const char *)&s->bh[i].st +
 								       m->offset));
@@ -361,6 +370,28 @@ static void put_layer_families(struct out *o, const struct snaps *s)
 				put_layer_value(o, v);
 				put_char(o, '\n');
 			}
+			}
+		}
+	}
+}
+
+/* The host-wide families, for the host-wide bulkheads among the sources. */
+static void put_host_scalars(struct out *o, const struct snaps *s)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < s->n_bh; i++)
+		any |= s->bh[i].bh->ext != NULL;
+	if (!any)
+		return;
+	for (size_t k = 0; k < sizeof(host_scalars) / sizeof(host_scalars[0]); k++) {
+		put_head(o, host_scalars[k].name, host_scalars[k].type, host_scalars[k].help);
+		for (size_t i = 0; i < s->n_bh; i++) {
+			if (!s->bh[i].bh->ext)
+				continue;
+			put_sample_start(o, host_scalars[k].name, "", s->bh[i].bh->name);
+			put(o, "} %llu\n",
+			    (unsigned long long)field(&s->bh[i].st, host_scalars[k].offset));
 		}
 	}
 }
@@ -372,6 +403,7 @@ static int prometheus(struct out *o, const struct snaps *s)
 
 	if (bh_names && pool_names) {
 		put_scalars(o, SCALAR(scalars), &s->bh[0].st, sizeof(s->bh[0]), bh_names, s->n_bh);
+		put_host_scalars(o, s);
 		put_histograms(o, s);
 		put_layer_families(o, s);
 		put_scalars(o, SCALAR(pool_scalars), &s->pool[0].st, sizeof(s->pool[0]), pool_names,
@@ -422,9 +454,11 @@ static int json(struct out *o, const struct snaps *s)
 		put(o, "%s{\"name\":", i ? "," : "");
 		put_json_string(o, s->bh[i].bh->name);
 		put_json_fields(o, SCALAR(scalars), st, "bulkhead_");
+		if (s->bh[i].bh->ext)
+			put_json_fields(o, SCALAR(host_scalars), st, "bulkhead_");
 		put_json_hist(o, "wait", &st->wait);
 		put_json_hist(o, "wait_failed", &st->wait_failed);
-		if (s->bh[i].bh->hold)
+		if (s->bh[i].bh->flags & BH_TRACK_HOLD)
 			put_json_hist(o, "hold", &st->hold);
 		for (size_t k = 0; k < s->bh[i].n_layer; k++) {
 			const struct bhi_layer_metric *m = &s->bh[i].layer[k];

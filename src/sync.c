@@ -1,5 +1,7 @@
-/* The real wait/wake/clock: private futexes with absolute CLOCK_MONOTONIC
- * deadlines. errno is saved and restored: the library never sets it. */
+/* The real wait/wake/clock: futexes with absolute CLOCK_MONOTONIC deadlines,
+ * private (bhi_futex_ops) or process-shared for words in shared memory
+ * (bhi_futex_shared_ops). errno is saved and restored: the library never
+ * sets it. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <stdbool.h>
@@ -52,15 +54,13 @@ static void settle_cancel(void)
  * cancellation (only when cancellation is enabled at all). Nothing is locked
  * or half-updated inside that window; the caller's cleanup handler unlinks
  * the waiter. */
-static int futex_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect,
-		      uint64_t deadline_ns)
+static int futex_wait_op(_Atomic uint32_t *word, uint32_t expect, uint64_t deadline_ns, int op)
 {
 	struct timespec ts, *tp = NULL;
 	int saved = errno, oldtype = PTHREAD_CANCEL_ASYNCHRONOUS, r;
 	bool cancellable = cancel_enabled();
 	long rc;
 
-	(void)ctx;
 	if (deadline_ns != BH_FOREVER) {
 		ts.tv_sec = (time_t)(deadline_ns / BH_SEC);
 		ts.tv_nsec = (long)(deadline_ns % BH_SEC);
@@ -68,8 +68,7 @@ static int futex_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect,
 	}
 	if (cancellable)
 		pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &oldtype);
-	rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
-		     expect, tp, NULL, FUTEX_BITSET_MATCH_ANY);
+	rc = syscall(SYS_futex, word, op, expect, tp, NULL, FUTEX_BITSET_MATCH_ANY);
 	r = rc < 0 ? -errno : 0;
 	if (oldtype == PTHREAD_CANCEL_DEFERRED) {
 		pthread_setcanceltype(oldtype, NULL);
@@ -79,18 +78,51 @@ static int futex_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect,
 	return r;
 }
 
-static void futex_wake(void *ctx, _Atomic uint32_t *word)
+static int futex_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect,
+		      uint64_t deadline_ns)
+{
+	(void)ctx;
+	return futex_wait_op(word, expect, deadline_ns, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG);
+}
+
+static int futex_wait_shared(void *ctx, _Atomic uint32_t *word, uint32_t expect,
+			     uint64_t deadline_ns)
+{
+	(void)ctx;
+	return futex_wait_op(word, expect, deadline_ns, FUTEX_WAIT_BITSET);
+}
+
+static void futex_wake_op(_Atomic uint32_t *word, int op)
 {
 	int saved = errno;
 
-	(void)ctx;
-	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1);
+	syscall(SYS_futex, word, op, 1);
 	errno = saved;
+}
+
+static void futex_wake(void *ctx, _Atomic uint32_t *word)
+{
+	(void)ctx;
+	futex_wake_op(word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG);
+}
+
+static void futex_wake_shared(void *ctx, _Atomic uint32_t *word)
+{
+	(void)ctx;
+	futex_wake_op(word, FUTEX_WAKE);
 }
 
 const struct bhi_sync_ops bhi_futex_ops = {
 	.wait = futex_wait,
 	.wake = futex_wake,
+	.now = futex_now,
+	.ctx = NULL,
+};
+
+/* Words in a MAP_SHARED segment that other processes wait on or wake. */
+const struct bhi_sync_ops bhi_futex_shared_ops = {
+	.wait = futex_wait_shared,
+	.wake = futex_wake_shared,
 	.now = futex_now,
 	.ctx = NULL,
 };

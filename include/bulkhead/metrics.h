@@ -16,6 +16,8 @@
  * (histograms, one bucket boundary per power of two: le="0.000001023" ...
  * le="68.719476735", each 2^k - 1 ns exactly, since observations are whole
  * nanoseconds and a bucket holds those below 2^k).
+ * Host-wide bulkheads (bulkhead/shm.h) add bulkhead_reclaimed_total (permits
+ * taken back from processes that died) and bulkhead_processes (a gauge).
  *
  * Pools (label name="<pool name>"): bulkhead_pool_threads, _active_threads,
  * _queued, _largest_threads, _abandoned_running, _core_threads, _max_threads,

@@ -1,0 +1,25 @@
+/* What the core calls for a host-wide handle (bh->ext != NULL). The core's
+ * fast paths never get here for a process-local bulkhead: a host-wide
+ * handle's word and slot count make them fail on values they load anyway,
+ * and only their cold continuations test bh->ext (see struct bulkhead). */
+#ifndef BH_SHM_DISPATCH_H
+#define BH_SHM_DISPATCH_H
+
+#include "internal.h"
+
+bool bhs_take_fast(struct bulkhead *bh, uint32_t n);
+int bhs_try_acquire(struct bulkhead *bh, uint32_t n);
+int bhs_acquire(struct bulkhead *bh, uint32_t n, uint64_t deadline_ns);
+int bhs_release(struct bulkhead *bh, uint32_t n);
+int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n,
+		      bh_async_fn *fn, void *data);
+int bhs_cancel_async(struct bulkhead *bh, struct bh_async *node);
+int bhs_close(struct bulkhead *bh);
+int bhs_set_limit(struct bulkhead *bh, uint32_t max_concurrent);
+void bhs_stats(const struct bulkhead *bh, struct bh_stats *out);
+void bhs_gauges(const struct bulkhead *bh, uint64_t *limit, uint64_t *in_flight,
+		uint64_t *queued);
+void bhs_record_hold(struct bulkhead *bh, uint64_t ns);
+void bhs_destroy(struct bulkhead *bh);
+
+#endif /* BH_SHM_DISPATCH_H */

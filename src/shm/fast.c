@@ -1,0 +1,447 @@
+/* Ledgers and the fast paths of a host-wide bulkhead.
+ *
+ * Every thread that uses the bulkhead owns one slot in the segment (its
+ * ledger, its counters, its guess of the word), found through the process's
+ * thread map. The ledger is the truth about what the process holds: the
+ * shared word is a cache that a recovery can rebuild from the ledgers of
+ * the living. A fast path opens a window (S_PEND in the ledger), CASes the
+ * word, and closes the window with the new count in the same store, so a
+ * process that dies anywhere leaves either a closed ledger that is exact or
+ * an open window, which makes its recovery rebuild the word instead of
+ * trusting that ledger (reclaim.c).
+ *
+ * A permit taken on one thread may be released on another of the same
+ * process: a release that finds too few permits in its own ledger moves
+ * the difference from its siblings' ledgers (transfer()). The siblings'
+ * ledgers are theirs alone to write, so a transfer debits them through a
+ * separate word (debit) that only transfers write; held = ledger - debit.
+ */
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "seg.h"
+#include "shm/dispatch.h"
+
+#define TMAP_SIZE 4096 /* thread indices (tindex.c) */
+
+/* A window that changes a ledger without a CAS on the word (a claim, a
+ * transfer) has no failed CAS to tell it a recovery froze the word: it
+ * checks the word itself, Dekker-style, seq_cst on both sides (the freeze
+ * is a seq_cst RMW followed by seq_cst loads of the ledgers). False: frozen,
+ * the window is closed again, wait for the recovery and retry. */
+static bool win_open_checked(struct bhs_att *a, struct bhs_slot *s, uint64_t *l)
+{
+	*l = atomic_load_explicit(&s->ledger, memory_order_relaxed);
+	atomic_exchange_explicit(&s->ledger, *l | S_PEND, memory_order_seq_cst);
+	if (!(atomic_load_explicit(&a->seg->word, memory_order_seq_cst) & S_FROZEN))
+		return true;
+	win_close(s, *l);
+	return false;
+}
+
+/* ---- this thread's slot ----------------------------------------------------- */
+
+static inline struct bhs_slot *my_slot(const struct bhs_att *a)
+{
+	uint32_t i = bhi_tindex - 1u;
+
+	return BH_LIKELY(i < TMAP_SIZE) ? a->tmap[i] : NULL;
+}
+
+/* Take a free slot for this process: lock-free, the owner word decides.
+ * acquire: pairs with the release that freed it (reclaim.c), so the
+ * counters we continue are the last ones written. */
+static struct bhs_slot *take_slot(struct bhs_att *a)
+{
+	uint32_t me = a->pidx + 1u;
+
+	for (uint32_t i = 0; i < a->nslots; i++) {
+		struct bhs_slot *s = slot_at(a, i);
+		uint32_t free = 0;
+
+		if (atomic_load_explicit(&s->owner, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_strong_explicit(&s->owner, &free, me,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			return s;
+	}
+	return NULL;
+}
+
+/* This thread's slot, mapping one on first use (registering the process
+ * first if needed: first use, or first use since fork). When no slot of its
+ * own is free the thread uses the process's shared slot, and *shared says
+ * that every window on it must be opened holding the internal lock. NULL:
+ * the process could not register. */
+struct bhs_slot *bhs_slot_for(struct bhs_att *a, bool *shared)
+{
+	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
+	struct bhs_slot *s;
+
+	*shared = false;
+	if (!a->proc && bhs_register(a) < 0)
+		return NULL;
+	if (t - 1u < TMAP_SIZE) {
+		if ((s = a->tmap[t - 1u]) != NULL)
+			return s;
+		if ((s = take_slot(a)) != NULL) {
+			a->tmap[t - 1u] = s; /* only this thread reads its entry */
+			return s;
+		}
+	}
+	*shared = true;
+	return a->shared;
+}
+
+/* ---- counters and hold times ------------------------------------------------- */
+
+void bhs_slot_count(struct bhs_att *a, struct bhs_slot *s, enum bhi_counter c)
+{
+	/* Sole writer (the thread, or the lock holder for the shared slot). */
+	if (BH_LIKELY(!(a->flags & BH_NO_STATS)))
+		atomic_store_explicit(&s->c[c],
+				      atomic_load_explicit(&s->c[c], memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
+
+static struct bhs_hold *hold_slot(struct bhs_att *a)
+{
+	uint32_t i = bhi_tindex - 1u;
+	struct bhs_hold *h;
+
+	if (!a->hold || i >= TMAP_SIZE)
+		return NULL;
+	h = &a->hold[i];
+	if (h->gen != bhi_tgen) {
+		h->held = 0;
+		h->start = 0;
+		h->gen = bhi_tgen;
+	}
+	return h;
+}
+
+/* BH_TRACK_HOLD: as in the core, a thread's hold runs from holding none of
+ * the bulkhead's permits to holding none again; per process and thread. */
+void bhs_hold_begin(struct bhs_att *a, uint32_t n)
+{
+	struct bhs_hold *h = hold_slot(a);
+
+	if (!h)
+		return;
+	if (h->held == 0)
+		h->start = a->ops->now(a->ops->ctx);
+	h->held += n;
+}
+
+void bhs_hold_end(struct bhs_att *a, uint32_t n)
+{
+	struct bhs_hold *h = hold_slot(a);
+
+	if (!h)
+		return;
+	if (n > h->held) {
+		h->held = 0;
+		h->start = 0;
+		return;
+	}
+	h->held -= n;
+	if (h->held == 0 && h->start) {
+		bhi_hist_add(&a->seg->hold[bhi_tindex % BHS_HOLDS],
+			     a->ops->now(a->ops->ctx) - h->start);
+		h->start = 0;
+	}
+}
+
+void bhs_record_hold(struct bulkhead *bh, uint64_t ns)
+{
+	struct bhs_att *a = att_of(bh);
+
+	if (a->flags & BH_TRACK_HOLD)
+		bhi_hist_add(&a->seg->hold[bhi_tindex % BHS_HOLDS], ns);
+}
+
+/* ---- take and give on one slot ------------------------------------------------ */
+
+/* Take n permits into slot s if the word allows it now. The guess of the
+ * word saves a load before the CAS; only a CAS that succeeds, or a real
+ * load, decides. An acquire window needs no look at a->xfer: it only adds
+ * to its ledger, and a transfer only writes the debit. */
+static inline __attribute__((always_inline)) bool take_on(struct bhs_att *a,
+							  struct bhs_slot *s, uint32_t n)
+{
+	_Atomic uint64_t *word = &a->seg->word;
+	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
+	uint64_t l = win_open(s);
+
+	if (!may_take(w, n))
+		w = atomic_load_explicit(word, memory_order_relaxed);
+	while (may_take(w, n)) {
+		/* acq_rel: see cas_sword */
+		if (atomic_compare_exchange_weak_explicit(word, &w, w - n, memory_order_acq_rel,
+							  memory_order_acquire)) {
+			BHS_POINT(BP_ACQ_CAS);
+			win_close(s, l + n);
+			atomic_store_explicit(&s->hint, w - n, memory_order_relaxed);
+			bhs_slot_count(a, s, BHI_ACQUIRED);
+			return true;
+		}
+	}
+	win_close(s, l);
+	return false;
+}
+
+bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+{
+	return take_on(a, s, n);
+}
+
+/* Is a transfer running? The look comes after the window's mark, with a
+ * barrier between them: a compiler barrier when the transferer issues a
+ * membarrier, a real fence when the kernel has none (XFER_FENCED, a
+ * standing bit, so the common case is one load). acquire: pairs with the
+ * transferer's clearing store, so the debit read after it is current. */
+static inline bool xfer_running(struct bhs_att *a)
+{
+	uint32_t x;
+
+	atomic_signal_fence(memory_order_seq_cst);
+	x = atomic_load_explicit(&a->xfer, memory_order_acquire);
+	if (BH_LIKELY(!x))
+		return false;
+	if (x == XFER_FENCED) {
+		atomic_thread_fence(memory_order_seq_cst);
+		x = atomic_load_explicit(&a->xfer, memory_order_acquire) & ~XFER_FENCED;
+	}
+	return x != 0;
+}
+
+/* Give n permits back from slot s if its ledger holds them and nobody
+ * queued needs serving. */
+static inline __attribute__((always_inline)) int give_on(struct bhs_att *a, struct bhs_slot *s,
+							 uint32_t n)
+{
+	_Atomic uint64_t *word = &a->seg->word;
+	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
+	uint64_t l = win_open(s);
+
+	if (BH_UNLIKELY(xfer_running(a))) {
+		win_close(s, l);
+		return GIVE_XFER;
+	}
+	if (BH_UNLIKELY(held_of(s, l) < n)) {
+		win_close(s, l);
+		return GIVE_SHORT;
+	}
+	if (!may_give(w, n))
+		w = atomic_load_explicit(word, memory_order_relaxed);
+	while (may_give(w, n)) {
+		/* acq_rel: see cas_sword */
+		if (atomic_compare_exchange_weak_explicit(word, &w, w + n, memory_order_acq_rel,
+							  memory_order_acquire)) {
+			BHS_POINT(BP_REL_CAS);
+			win_close(s, l - n);
+			atomic_store_explicit(&s->hint, w + n, memory_order_relaxed);
+			bhs_slot_count(a, s, BHI_RELEASED);
+			return GIVE_OK;
+		}
+	}
+	win_close(s, l);
+	return GIVE_LOCK;
+}
+
+int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+{
+	return give_on(a, s, n);
+}
+
+/* The same under the lock, serving the queue (the caller dispatches): the
+ * word is not frozen while we hold the lock, so only the ledger and a
+ * transfer can say no. */
+int bhs_give_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+{
+	uint64_t l = win_open(s), w;
+
+	if (xfer_running(a)) {
+		win_close(s, l);
+		return GIVE_XFER;
+	}
+	if (held_of(s, l) < n) {
+		win_close(s, l);
+		return GIVE_SHORT;
+	}
+	w = load_sword(a);
+	while (!cas_sword(a, &w, w + n))
+		;
+	BHS_POINT(BP_REL_CAS);
+	win_close(s, l - n);
+	bhs_slot_count(a, s, BHI_RELEASED);
+	return GIVE_OK;
+}
+
+/* ---- transfers between the slots of one process -------------------------------- */
+
+static void membarrier_all(struct bhs_att *a)
+{
+	int saved = errno;
+
+	if (atomic_load_explicit(&a->xfer, memory_order_relaxed) & XFER_FENCED)
+		atomic_thread_fence(memory_order_seq_cst);
+	else
+		syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	errno = saved;
+}
+
+static uint64_t wait_closed(struct bhs_slot *s)
+{
+	uint64_t l;
+
+	/* acquire (seq_cst): pairs with win_close: the count and the debit
+	 * read after it are current */
+	while ((l = atomic_load_explicit(&s->ledger, memory_order_seq_cst)) & S_PEND)
+		sched_yield();
+	return l;
+}
+
+static bool sibling(const struct bhs_att *a, const struct bhs_slot *s, const struct bhs_slot *t)
+{
+	return s != t && atomic_load_explicit(&s->owner, memory_order_relaxed) == a->pidx + 1u;
+}
+
+/* Make slot t hold at least n permits by debiting this process's other
+ * slots, or find that the process holds fewer than n: -EOVERFLOW, nothing
+ * changed. While it runs no other release window of the process changes a
+ * ledger: xfer makes them step aside, and the membarrier orders that flag
+ * before each thread's next PEND store, or that store before our look at
+ * it; acquire windows only add, so a sum that misses one is merely older.
+ * The credit to t is made inside t's window, so a death half-way leaves
+ * an open window (reclaim.c). -EAGAIN: a recovery froze the word, retry. */
+int bhs_transfer(struct bhs_att *a, struct bhs_slot *t, uint32_t n)
+{
+	uint64_t lt, have, sum, need;
+	int r = 0;
+
+	pthread_mutex_lock(&a->xmu);
+	atomic_fetch_or_explicit(&a->xfer, XFER_RUNNING, memory_order_relaxed);
+	membarrier_all(a);
+	if (!win_open_checked(a, t, &lt)) {
+		r = -EAGAIN;
+		goto out;
+	}
+	have = held_of(t, lt);
+	sum = have;
+	for (uint32_t i = 0; i < a->nslots && sum < n; i++)
+		if (sibling(a, slot_at(a, i), t))
+			sum += held_of(slot_at(a, i), wait_closed(slot_at(a, i)));
+	if (sum < n) {
+		win_close(t, lt);
+		r = -EOVERFLOW;
+		goto out;
+	}
+	need = n - have;
+	for (uint32_t i = 0; i < a->nslots && need; i++) {
+		struct bhs_slot *s = slot_at(a, i);
+		uint64_t h, k;
+
+		if (!sibling(a, s, t))
+			continue;
+		h = held_of(s, wait_closed(s));
+		k = h < need ? h : need;
+		if (!k)
+			continue;
+		atomic_store_explicit(&s->debit,
+				      atomic_load_explicit(&s->debit, memory_order_relaxed) + k,
+				      memory_order_relaxed);
+		BHS_POINT(BP_XFER);
+		need -= k;
+		lt += k;
+	}
+	win_close(t, lt);
+out:
+	/* release: a window that sees xfer clear sees every debit above */
+	atomic_fetch_and_explicit(&a->xfer, ~XFER_RUNNING, memory_order_release);
+	pthread_mutex_unlock(&a->xmu);
+	return r;
+}
+
+/* Wait for a recovery that froze the word: it holds the lock. */
+void bhs_wait_thaw(struct bhs_att *a)
+{
+	bhs_lock(a);
+	bhs_unlock(a);
+}
+
+/* ---- claims: permits granted to a queue node go into a ledger --------------------- */
+
+/* Move queue node qi from state expect to final in slot s's window; when
+ * expect is GRANTED its permits go into the ledger in the same window, so
+ * they are counted once whatever instant the process dies at. False when
+ * the node was not in state expect (another thread of ours claimed it).
+ * locked: the caller holds the lock (no freeze can be in force). */
+bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t expect,
+		  uint32_t final, bool locked)
+{
+	struct bhs_qnode *q = qnode_at(a, qi);
+	uint32_t n = atomic_load_explicit(&q->n, memory_order_relaxed);
+	uint64_t l;
+	bool ok, grant = expect == QS_GRANTED;
+
+	if (locked)
+		l = win_open(s);
+	else
+		while (!win_open_checked(a, s, &l))
+			bhs_wait_thaw(a);
+	/* acquire: pairs with the granter's release of the state */
+	ok = atomic_compare_exchange_strong_explicit(&q->state, &expect, final,
+						     memory_order_acq_rel, memory_order_acquire);
+	if (ok && grant)
+		BHS_POINT(BP_CLAIM);
+	win_close(s, ok && grant ? l + n : l);
+	return ok;
+}
+
+/* ---- the entry points' fast halves -------------------------------------------------- */
+
+/* From the core's take_fast, for a thread that has a slot mapped and a
+ * valid n (the core checked it); false: the core goes on to its slow path,
+ * which lands in bhs_try_acquire or bhs_acquire below. */
+bool bhs_take_fast(struct bulkhead *bh, uint32_t n)
+{
+	struct bhs_att *a = att_of(bh);
+	struct bhs_slot *s = my_slot(a);
+
+	if (BH_LIKELY(s != NULL) && take_on(a, s, n)) {
+		if (BH_UNLIKELY(a->flags & BH_TRACK_HOLD))
+			bhs_hold_begin(a, n);
+		return true;
+	}
+	return false;
+}
+
+int bhs_try_acquire(struct bulkhead *bh, uint32_t n)
+{
+	return bhs_try_slow(att_of(bh), n);
+}
+
+int bhs_acquire(struct bulkhead *bh, uint32_t n, uint64_t deadline_ns)
+{
+	return bhs_acquire_slow(att_of(bh), n, deadline_ns);
+}
+
+int bhs_release(struct bulkhead *bh, uint32_t n)
+{
+	struct bhs_att *a = att_of(bh);
+	struct bhs_slot *s = my_slot(a);
+	int r;
+
+	if (BH_LIKELY(s != NULL) && BH_LIKELY(n_valid(n)) && BH_LIKELY(give_on(a, s, n) == GIVE_OK))
+		r = 0;
+	else
+		r = bhs_release_slow(a, n);
+	if (r == 0 && BH_UNLIKELY(a->flags & BH_TRACK_HOLD))
+		bhs_hold_end(a, n);
+	return r;
+}

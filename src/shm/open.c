@@ -1,0 +1,800 @@
+/* Opening, creating, validating and detaching host-wide bulkheads.
+ *
+ * A segment is created complete under no name (O_TMPFILE, or a private
+ * temporary name where the file system has none) and then linked into
+ * place, so nobody ever sees a half-initialised one: a file at the name is
+ * either a finished segment or not ours. Attaching reads and checks the
+ * header before mapping anything (fstat first: no SIGBUS on a short file),
+ * then checks it again in the mapping.
+ *
+ * Each process attaches to a segment once (the registry, by device and
+ * inode) however many handles it opens, and owns: a process slot whose
+ * liveness lock it holds through its own open file description (opened
+ * O_CLOEXEC, reopened by a fork child so that a child never keeps a dead
+ * parent looking alive), the ledgers of its threads, and its queue nodes.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_TMPFILE, F_OFD_*, secure_getenv, qsort_r */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hooks.h"
+#include "seg.h"
+#include "shm/dispatch.h"
+
+#define OPEN_FLAGS (BH_SHM_CREATE | BH_SHM_EXCL | BH_SHM_MODE(0777))
+#define CFG_FLAGS (BH_FAIR | BH_TRACK_HOLD | BH_NO_STATS)
+#define POLL_NS (100 * BH_MSEC)
+#define SPIN_NS (20 * BH_USEC)
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct bhs_att *reg_head;
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+/* Tests shrink the segment to reach its limits. */
+static uint32_t geo_procs = BHS_PROCS, geo_slots = BHS_SLOTS, geo_extra = BHS_EXTRA;
+
+void bhs_test_geometry(uint32_t nprocs, uint32_t nslots, uint32_t nextra)
+{
+	geo_procs = nprocs ? nprocs : BHS_PROCS;
+	geo_slots = nslots ? nslots : BHS_SLOTS;
+	geo_extra = nextra ? nextra : BHS_EXTRA;
+}
+
+/* ---- names and paths ---------------------------------------------------------- */
+
+static int check_name(const char *name)
+{
+	size_t len;
+
+	if (!name)
+		return -EINVAL;
+	len = strnlen(name, BH_SHM_NAME_MAX + 1);
+	if (len == 0 || strchr(name, '/'))
+		return -EINVAL;
+	return len > BH_SHM_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* BH_SHM_DIR, ignored in a setuid or setgid program. */
+static const char *shm_dir(void)
+{
+	const char *d = secure_getenv("BH_SHM_DIR");
+
+	return d && *d ? d : "/dev/shm";
+}
+
+static int path_of(const char *name, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/bulkhead.%s", shm_dir(), name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* ---- the header ------------------------------------------------------------------ */
+
+static uint64_t fnv1a(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t hdr_sum(const struct bhs_hdr *h)
+{
+	return fnv1a(h, offsetof(struct bhs_hdr, checksum));
+}
+
+static size_t align_up(size_t v)
+{
+	return (v + BH_CACHELINE - 1) & ~(size_t)(BH_CACHELINE - 1);
+}
+
+/* Where the arrays go for a geometry, and the segment's size. */
+static void layout(struct bhs_hdr *h)
+{
+	size_t off = align_up(sizeof(struct bhs_seg));
+
+	h->off_procs = off;
+	off = align_up(off + (size_t)h->nprocs * sizeof(struct bhs_proc));
+	h->off_slots = off;
+	off = align_up(off + (size_t)h->nslots * sizeof(struct bhs_slot));
+	h->off_qnodes = off;
+	off = align_up(off + (size_t)(h->nslots + h->nextra) * sizeof(struct bhs_qnode));
+	h->seg_size = (off + 4095) & ~(size_t)4095;
+}
+
+/* Foreign or of another layout: -EPROTO. Ours but inconsistent: -EBADMSG. */
+static int check_hdr(const struct bhs_hdr *h, const char *name, off_t file_size)
+{
+	struct bhs_hdr want;
+
+	if (h->magic != BHS_MAGIC)
+		return -EPROTO;
+	if (h->layout != BHS_LAYOUT || h->hdr_size != sizeof(*h))
+		return -EPROTO;
+	if (h->checksum != hdr_sum(h))
+		return -EBADMSG;
+	if (h->nprocs == 0 || h->nprocs > BHS_PROCS || h->nslots == 0 || h->nslots > BHS_SLOTS ||
+	    h->nextra > BHS_EXTRA || h->nholds != BHS_HOLDS)
+		return -EBADMSG;
+	want = *h;
+	layout(&want);
+	if (want.off_procs != h->off_procs || want.off_slots != h->off_slots ||
+	    want.off_qnodes != h->off_qnodes || want.seg_size != h->seg_size ||
+	    (uint64_t)file_size != h->seg_size)
+		return -EBADMSG;
+	if (h->max_concurrent == 0 || h->max_concurrent > BH_LIMIT_MAX ||
+	    h->queue_cap > h->nslots + h->nextra || (h->flags & ~CFG_FLAGS))
+		return -EBADMSG;
+	if (strncmp(h->name, name, sizeof(h->name)) != 0 || h->name[sizeof(h->name) - 1])
+		return -EBADMSG;
+	return 0;
+}
+
+/* The mutable part a crash could never leave this way: refuse it. */
+static int check_state(const struct bhs_seg *g)
+{
+	uint64_t w = atomic_load_explicit(&((struct bhs_seg *)g)->word, memory_order_relaxed);
+	uint32_t lock = atomic_load_explicit(&((struct bhs_seg *)g)->lock, memory_order_relaxed);
+
+	if (w_limit(w) == 0 || w_avail(w) > (int64_t)w_limit(w) ||
+	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (7ull << 57)))
+		return -EBADMSG;
+	if (lock && ((lock & 0xffffu) == 0 || (lock & 0xffffu) > g->hdr.nprocs))
+		return -EBADMSG;
+	return 0;
+}
+
+static uint32_t norm_queue(uint32_t cap, uint32_t nodes)
+{
+	return cap > nodes ? nodes : cap;
+}
+
+/* A cfg given for an existing bulkhead must match how it was created. */
+static int check_cfg(const struct bh_config *cfg, const struct bhs_hdr *h, const char *name)
+{
+	if (!cfg)
+		return 0;
+	if (cfg->max_concurrent != h->max_concurrent || cfg->flags != h->flags ||
+	    norm_queue(cfg->queue_capacity, h->nslots + h->nextra) != h->queue_cap)
+		return -EINVAL;
+	if (cfg->name && strcmp(cfg->name, name) != 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- creating ---------------------------------------------------------------------- */
+
+static void init_seg(struct bhs_seg *g, const struct bhs_hdr *h, const struct bh_config *cfg)
+{
+	struct bhs_qnode *q = (struct bhs_qnode *)((char *)g + h->off_qnodes);
+
+	memcpy(&g->hdr, h, sizeof(*h));
+	atomic_store_explicit(&g->word, w_make(cfg->max_concurrent, cfg->max_concurrent, 0),
+			      memory_order_relaxed);
+	atomic_store_explicit(&g->starve_ns, BH_MSEC, memory_order_relaxed);
+	/* The free list of extra nodes, lowest index first. */
+	for (uint32_t i = h->nslots + h->nextra; i-- > h->nslots;) {
+		atomic_store_explicit(&q[i].next, atomic_load_explicit(&g->free_extra,
+								       memory_order_relaxed),
+				      memory_order_relaxed);
+		atomic_store_explicit(&g->free_extra, i + 1, memory_order_relaxed);
+	}
+}
+
+static void fill_hdr(struct bhs_hdr *h, const char *name, const struct bh_config *cfg,
+		     unsigned mode)
+{
+	struct timespec ts;
+
+	memset(h, 0, sizeof(*h));
+	h->magic = BHS_MAGIC;
+	h->layout = BHS_LAYOUT;
+	h->hdr_size = sizeof(*h);
+	h->nprocs = geo_procs;
+	h->nslots = geo_slots;
+	h->nextra = geo_extra;
+	h->nholds = BHS_HOLDS;
+	layout(h);
+	h->max_concurrent = cfg->max_concurrent;
+	h->queue_cap = norm_queue(cfg->queue_capacity, h->nslots + h->nextra);
+	h->flags = cfg->flags;
+	h->mode = mode;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	h->created_ns = (uint64_t)ts.tv_sec * BH_SEC + (uint64_t)ts.tv_nsec;
+	h->creator_pid = (int32_t)getpid();
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	h->checksum = hdr_sum(h);
+}
+
+/* An unnamed file in dir: O_TMPFILE, else a private name (*tmp) that the
+ * caller removes. */
+static int anon_file(const char *dir, unsigned mode, char *tmp, size_t len)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+
+	tmp[0] = '\0';
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return fd;
+	for (int i = 0; i < 100; i++) {
+		snprintf(tmp, len, "%s/.bulkhead.tmp.%d.%ld.%d", dir, (int)getpid(),
+			 (long)bh_now_ns(), i);
+		fd = open(tmp, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, mode);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+/* Put a finished file at path; EEXIST when someone was first. */
+static int publish(int fd, const char *tmp, const char *path)
+{
+	char proc[64];
+	int r;
+
+	if (tmp[0]) {
+		r = link(tmp, path);
+		r = r < 0 ? -errno : 0;
+		unlink(tmp);
+		return r;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	r = linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+	return r < 0 ? -errno : 0;
+}
+
+/* Create the segment complete, then link it at path. Returns its fd (our
+ * own open file description), or -EEXIST when it appeared meanwhile. */
+static int create_seg(const char *name, const char *path, const struct bh_config *cfg,
+		      unsigned mode)
+{
+	char dir[4096], tmp[4200];
+	struct bhs_hdr h;
+	void *m;
+	int fd, r;
+
+	snprintf(dir, sizeof(dir), "%s", shm_dir());
+	fill_hdr(&h, name, cfg, mode);
+	if ((fd = anon_file(dir, mode, tmp, sizeof(tmp))) < 0)
+		return -errno;
+	r = ftruncate(fd, (off_t)h.seg_size) < 0 ? -errno : 0;
+	if (r == 0) {
+		m = mmap(NULL, h.seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			r = -errno;
+		} else {
+			init_seg(m, &h, cfg);
+			munmap(m, h.seg_size);
+			r = publish(fd, tmp, path);
+		}
+	} else if (tmp[0]) {
+		unlink(tmp);
+	}
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* ---- attaching --------------------------------------------------------------------------- */
+
+/* Open an existing segment: refuse anything that is not a regular file
+ * (O_NONBLOCK: a FIFO planted at the name does not block us). */
+static int open_existing(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return errno == ELOOP || errno == EISDIR ? -EPROTO : -errno;
+	return fd;
+}
+
+static int read_hdr(int fd, const char *name, struct bhs_hdr *h, off_t *size)
+{
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EPROTO;
+	*size = st.st_size;
+	memset(h, 0, sizeof(*h));
+	n = pread(fd, h, sizeof(*h), 0);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n < sizeof(*h))
+		return (size_t)n >= sizeof(h->magic) && h->magic == BHS_MAGIC ? -EBADMSG : -EPROTO;
+	return check_hdr(h, name, st.st_size);
+}
+
+static uint32_t spin_iters_for(uint64_t ns)
+{
+	uint64_t t0 = bh_now_ns(), ps;
+
+	for (int i = 0; i < 2000; i++)
+		bhi_cpu_relax();
+	ps = (bh_now_ns() - t0) * 1000 / 2000;
+	return (uint32_t)(ns * 1000 / (ps < 500 ? 500 : ps));
+}
+
+static bool force_fenced;
+
+void bhs_test_fenced(bool on)
+{
+	force_fenced = on;
+}
+
+/* membarrier(2) for transfers, once per process; where the kernel has none,
+ * fast paths fence instead. */
+static bool have_membarrier(void)
+{
+	static _Atomic int state; /* 0 unknown, 1 yes, 2 no */
+	static _Atomic pid_t for_pid;
+	int s = atomic_load_explicit(&state, memory_order_acquire), saved = errno;
+	long q;
+
+	if (force_fenced)
+		return false;
+	if (s && atomic_load_explicit(&for_pid, memory_order_relaxed) == getpid())
+		return s == 1;
+	q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	s = (q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+	     syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+		    ? 1
+		    : 2;
+	errno = saved;
+	atomic_store_explicit(&for_pid, getpid(), memory_order_relaxed);
+	atomic_store_explicit(&state, s, memory_order_release);
+	return s == 1;
+}
+
+static void free_att(struct bhs_att *a)
+{
+	if (a->seg)
+		munmap(a->seg, a->size);
+	if (a->fd >= 0)
+		close(a->fd);
+	pthread_mutex_destroy(&a->mu);
+	pthread_mutex_destroy(&a->xmu);
+	pthread_mutex_destroy(&a->hmu);
+	pthread_cond_destroy(&a->delivered);
+	free(a->tmap);
+	free(a->hold);
+	free((void *)a->anode);
+	free(a->order);
+	free(a);
+}
+
+static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_hdr *h,
+			       const char *name)
+{
+	struct bhs_att *a = aligned_alloc(BH_CACHELINE, align_up(sizeof(*a)));
+	uint32_t nodes = h->nslots + h->nextra;
+
+	if (!a)
+		return NULL;
+	memset(a, 0, sizeof(*a));
+	a->fd = fd;
+	a->dev = st->st_dev;
+	a->ino = st->st_ino;
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_mutex_init(&a->xmu, NULL);
+	pthread_mutex_init(&a->hmu, NULL);
+	pthread_cond_init(&a->delivered, NULL);
+	a->tmap = calloc(4096, sizeof(*a->tmap));
+	a->anode = calloc(h->nextra ? h->nextra : 1, sizeof(*a->anode));
+	a->order = calloc(nodes, sizeof(*a->order));
+	a->hold = (h->flags & BH_TRACK_HOLD) ? calloc(4096, sizeof(*a->hold)) : NULL;
+	if (!a->tmap || !a->anode || !a->order || ((h->flags & BH_TRACK_HOLD) && !a->hold)) {
+		a->fd = -1;
+		free_att(a);
+		return NULL;
+	}
+	a->flags = h->flags;
+	a->nprocs = h->nprocs;
+	a->nslots = h->nslots;
+	a->nextra = h->nextra;
+	a->ops = &bhi_futex_shared_ops;
+	a->spin_ns = SPIN_NS;
+	a->spin_iters = spin_iters_for(SPIN_NS);
+	a->poll_ns = POLL_NS;
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	return a;
+}
+
+/* Map and check again in the mapping: the file may have changed since. */
+static int map_att(struct bhs_att *a, const struct bhs_hdr *h, const char *name)
+{
+	void *m = mmap(NULL, h->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	int r;
+
+	if (m == MAP_FAILED)
+		return -errno;
+	a->seg = m;
+	a->size = h->seg_size;
+	if ((r = check_hdr(&a->seg->hdr, name, (off_t)h->seg_size)) < 0 ||
+	    memcmp(&a->seg->hdr, h, sizeof(*h)) != 0 || (r = check_state(a->seg)) < 0)
+		return r < 0 ? r : -EBADMSG;
+	a->procs = (struct bhs_proc *)((char *)m + h->off_procs);
+	a->slots = (struct bhs_slot *)((char *)m + h->off_slots);
+	a->qnodes = (struct bhs_qnode *)((char *)m + h->off_qnodes);
+	return 0;
+}
+
+/* ---- the process slot ---------------------------------------------------------------------- */
+
+static int set_lock(int fd, uint32_t i, short type)
+{
+	struct flock fl = {
+		.l_type = type,
+		.l_whence = SEEK_SET,
+		.l_start = BHS_LOCK_BASE + (off_t)i,
+		.l_len = 1,
+	};
+
+	return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+/* Take a process slot: its liveness lock first (only one open file
+ * description can hold it), then the slot itself. No internal lock is
+ * needed: a slot that is taken but has no ledger yet holds nothing. */
+static int claim_proc(struct bhs_att *a)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		struct bhs_proc *p = &a->procs[i];
+		uint32_t free = PS_FREE;
+
+		if (atomic_load_explicit(&p->state, memory_order_relaxed) != PS_FREE ||
+		    set_lock(a->fd, i, F_WRLCK) < 0)
+			continue;
+		/* acquire: pairs with the release that freed the slot */
+		if (atomic_compare_exchange_strong_explicit(&p->state, &free, PS_LIVE,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			return (int)i;
+		set_lock(a->fd, i, F_UNLCK); /* a dead one's, not yet reclaimed */
+	}
+	return -ENOSPC;
+}
+
+/* Register this process (at open, or at first use since fork). */
+int bhs_register(struct bhs_att *a)
+{
+	int saved = errno, i, r = 0;
+	struct bhs_proc *p;
+
+	pthread_mutex_lock(&a->mu);
+	if (a->proc)
+		goto out;
+	if (!have_membarrier())
+		atomic_fetch_or_explicit(&a->xfer, XFER_FENCED, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&a->xfer, ~XFER_FENCED, memory_order_relaxed);
+	if (a->fd < 0 || (i = claim_proc(a)) < 0) {
+		r = -ENOSPC;
+		goto out;
+	}
+	p = &a->procs[i];
+	atomic_store_explicit(&p->pid, (int32_t)getpid(), memory_order_relaxed);
+	atomic_store_explicit(&p->attached_ns, bh_now_ns(), memory_order_relaxed);
+	a->pidx = (uint32_t)i;
+	a->lockval = ((uint32_t)i + 1u) |
+		     ((atomic_load_explicit(&p->gen, memory_order_relaxed) & 0x7fffu) << 16);
+	for (uint32_t k = 0; k < a->nslots && !a->shared; k++) {
+		struct bhs_slot *s = slot_at(a, k);
+		uint32_t free = 0;
+
+		if (atomic_compare_exchange_strong_explicit(&s->owner, &free, (uint32_t)i + 1u,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			a->shared = s;
+	}
+	if (!a->shared) {
+		atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
+		set_lock(a->fd, (uint32_t)i, F_UNLCK);
+		r = -ENOSPC;
+		goto out;
+	}
+	atomic_store_explicit(&p->shared, slot_index(a, a->shared) + 1u, memory_order_relaxed);
+	/* release: the fast paths of this process read a->proc last */
+	atomic_store_explicit((_Atomic(struct bhs_proc *) *)&a->proc, p, memory_order_release);
+out:
+	pthread_mutex_unlock(&a->mu);
+	errno = saved;
+	return r;
+}
+
+/* ---- fork ----------------------------------------------------------------------------------- */
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&reg_mu);
+	for (struct bhs_att *a = reg_head; a; a = a->next) {
+		pthread_mutex_lock(&a->hmu); /* no thread of ours in the lock */
+		pthread_mutex_lock(&a->mu);
+		pthread_mutex_lock(&a->xmu);
+	}
+}
+
+static void fork_parent(void)
+{
+	for (struct bhs_att *a = reg_head; a; a = a->next) {
+		pthread_mutex_unlock(&a->xmu);
+		pthread_mutex_unlock(&a->mu);
+		pthread_mutex_unlock(&a->hmu);
+	}
+	pthread_mutex_unlock(&reg_mu);
+}
+
+/* The child holds nothing and is nobody yet: it drops the parent's slot,
+ * ledgers and async nodes, and trades the inherited descriptor (whose open
+ * file description, and so liveness lock, it shares with the parent) for
+ * one of its own. Its first use of the handle registers it afresh. */
+static void fork_child(void)
+{
+	for (struct bhs_att *a = reg_head; a; a = a->next) {
+		char proc[64];
+		int fd;
+
+		pthread_mutex_unlock(&a->xmu);
+		pthread_mutex_unlock(&a->mu);
+		pthread_mutex_unlock(&a->hmu);
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", a->fd);
+		fd = a->fd >= 0 ? open(proc, O_RDWR | O_CLOEXEC) : -1;
+		if (a->fd >= 0)
+			close(a->fd);
+		a->fd = fd;
+		a->proc = NULL;
+		a->shared = NULL;
+		a->agent_on = false;
+		atomic_store_explicit(&a->xfer, 0, memory_order_relaxed); /* fenced: at register */
+		memset(a->tmap, 0, 4096 * sizeof(*a->tmap));
+		memset((void *)a->anode, 0, (a->nextra ? a->nextra : 1) * sizeof(*a->anode));
+		if (a->hold)
+			memset(a->hold, 0, 4096 * sizeof(*a->hold));
+		pthread_cond_init(&a->delivered, NULL);
+	}
+	pthread_mutex_unlock(&reg_mu);
+}
+
+static void reg_init(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* ---- handles ---------------------------------------------------------------------------------- */
+
+/* A core handle whose calls all land here: word BHI_WORD_EXT and no slots
+ * (see struct bulkhead). One spare slot keeps the core's count fallback in
+ * bounds should anything ever count on it. */
+static struct bulkhead *alloc_handle(void)
+{
+	size_t size = align_up(sizeof(struct bulkhead) + sizeof(struct bhi_slot));
+	struct bulkhead *bh = aligned_alloc(BH_CACHELINE, size);
+
+	if (bh)
+		memset(bh, 0, size);
+	return bh;
+}
+
+static void init_handle(struct bulkhead *bh, struct bhs_att *a)
+{
+	atomic_init(&bh->word, BHI_WORD_EXT);
+	bh->flags = a->flags;
+	bh->nslots = 0;
+	bh->ext = a;
+	bh->ops = &bhi_futex_ops;
+	pthread_mutex_init(&bh->lock, NULL);
+	snprintf(bh->name, sizeof(bh->name), "%s", a->name);
+}
+
+static struct bhs_att *find_att(dev_t dev, ino_t ino)
+{
+	for (struct bhs_att *a = reg_head; a; a = a->next)
+		if (a->dev == dev && a->ino == ino)
+			return a;
+	return NULL;
+}
+
+static int check_open_args(const char *name, const struct bh_config *cfg, unsigned flags,
+			   bulkhead_t **out)
+{
+	int r = check_name(name);
+
+	if (r < 0)
+		return r;
+	if (!out || (flags & ~OPEN_FLAGS) || ((flags & BH_SHM_EXCL) && !(flags & BH_SHM_CREATE)))
+		return -EINVAL;
+	if ((flags & BH_SHM_CREATE) && !cfg)
+		return -EINVAL;
+	if (cfg && (cfg->max_concurrent == 0 || cfg->max_concurrent > BH_LIMIT_MAX ||
+		    (cfg->flags & ~CFG_FLAGS)))
+		return -EINVAL;
+	return 0;
+}
+
+/* Open the file at path: create it when asked and missing. *fd is ours. */
+static int get_file(const char *name, const char *path, const struct bh_config *cfg,
+		    unsigned flags, int *fd)
+{
+	unsigned mode = (flags >> 16) & 0777u;
+
+	for (int tries = 0; tries < 8; tries++) {
+		*fd = open_existing(path);
+		if (*fd >= 0)
+			return (flags & BH_SHM_EXCL) ? (close(*fd), -EEXIST) : 0;
+		if (*fd != -ENOENT || !(flags & BH_SHM_CREATE))
+			return *fd;
+		*fd = create_seg(name, path, cfg, mode ? mode : 0600);
+		if (*fd >= 0)
+			return 0;
+		if (*fd != -EEXIST)
+			return *fd;
+		/* someone created it meanwhile: attach to theirs */
+	}
+	return -EAGAIN;
+}
+
+static int attach(const char *name, int fd, const struct bh_config *cfg, struct bhs_att **out)
+{
+	struct bhs_hdr h;
+	struct stat st;
+	struct bhs_att *a;
+	off_t size;
+	int r;
+
+	if ((r = read_hdr(fd, name, &h, &size)) < 0 || (r = check_cfg(cfg, &h, name)) < 0)
+		return r;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((a = find_att(st.st_dev, st.st_ino)) != NULL) {
+		/* ours already, maybe inherited: a fork child registers here */
+		close(fd);
+		if ((r = bhs_register(a)) < 0)
+			return r;
+		a->refs++;
+		*out = a;
+		return 0;
+	}
+	if ((a = new_att(fd, &st, &h, name)) == NULL)
+		return -ENOMEM;
+	if ((r = map_att(a, &h, name)) < 0 || (r = bhs_register(a)) < 0) {
+		free_att(a);
+		return r;
+	}
+	a->refs = 1;
+	a->next = reg_head;
+	reg_head = a;
+	*out = a;
+	return 0;
+}
+
+int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, bulkhead_t **out)
+{
+	char path[4096];
+	struct bhs_att *a = NULL;
+	struct bulkhead *bh;
+	int saved = errno, fd, r;
+
+	if ((r = check_open_args(name, cfg, flags, out)) < 0 ||
+	    (r = path_of(name, path, sizeof(path))) < 0)
+		return r;
+	if ((bh = alloc_handle()) == NULL)
+		return -ENOMEM;
+	pthread_once(&reg_once, reg_init);
+	pthread_mutex_lock(&reg_mu);
+	r = get_file(name, path, cfg, flags, &fd);
+	if (r == 0 && (r = attach(name, fd, cfg, &a)) < 0)
+		close(fd);
+	pthread_mutex_unlock(&reg_mu);
+	errno = saved;
+	if (r < 0) {
+		free(bh);
+		return r;
+	}
+	init_handle(bh, a);
+	*out = bh;
+	return 0;
+}
+
+int bh_shm_unlink(const char *name)
+{
+	char path[4096];
+	int saved = errno, r;
+
+	if ((r = check_name(name)) < 0 || (r = path_of(name, path, sizeof(path))) < 0)
+		return r;
+	r = unlink(path) < 0 ? -errno : 0;
+	errno = saved;
+	return r;
+}
+
+/* ---- detaching ------------------------------------------------------------------------------ */
+
+static void detach(struct bhs_att *a)
+{
+	bhs_agent_stop(a);
+	if (a->proc) {
+		bhs_lock(a);
+		bhs_reclaim_self_locked(a);
+		bhs_unlock(a);
+	}
+	free_att(a); /* closing our descriptor drops the liveness lock */
+}
+
+void bhs_destroy(struct bulkhead *bh)
+{
+	struct bhs_att *a = att_of(bh), **pp;
+
+	pthread_mutex_lock(&reg_mu);
+	if (--a->refs == 0) {
+		for (pp = &reg_head; *pp; pp = &(*pp)->next)
+			if (*pp == a) {
+				*pp = a->next;
+				break;
+			}
+	} else {
+		a = NULL;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	if (a)
+		detach(a);
+	pthread_mutex_destroy(&bh->lock);
+	free(bh);
+}
+
+/* ---- test hooks (hooks.h) --------------------------------------------------------------------- */
+
+void bhs_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops)
+{
+	struct bhs_att *a = att_of(bh);
+
+	a->ops = ops ? ops : &bhi_futex_shared_ops;
+	if (ops)
+		bhs_set_spin_ns(bh, 0);
+}
+
+void bhs_set_spin_ns(bulkhead_t *bh, uint64_t ns)
+{
+	struct bhs_att *a = att_of(bh);
+
+	a->spin_ns = ns;
+	a->spin_iters = ns ? spin_iters_for(ns) : 0;
+}
+
+void bhs_set_starve_ns(bulkhead_t *bh, uint64_t ns)
+{
+	atomic_store_explicit(&att_of(bh)->seg->starve_ns, ns, memory_order_relaxed);
+}
+
+void bhs_set_poll_ns(bulkhead_t *bh, uint64_t ns)
+{
+	att_of(bh)->poll_ns = ns;
+}
+
+uint64_t bhs_word(const bulkhead_t *bh)
+{
+	return atomic_load_explicit(&att_of(bh)->seg->word, memory_order_acquire);
+}
+
+void *bhs_segment(const bulkhead_t *bh, size_t *size)
+{
+	if (size)
+		*size = att_of(bh)->size;
+	return att_of(bh)->seg;
+}

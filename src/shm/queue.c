@@ -1,0 +1,842 @@
+/* The queue of a host-wide bulkhead: the core's protocol (src/bulkhead.c,
+ * docs/design.md) on queue nodes in the segment, linked by index, under the
+ * segment's lock. One FIFO for the host, direct handoff, strict head of
+ * line, BH_FAIR or barging with eventual fairness, exactly as in the core.
+ *
+ * What differs: a grant made here may be for a waiter in another process,
+ * so it is a state in the node (GRANTED: the permits are the owner's) that
+ * the owner moves into one of its ledgers itself (bhs_claim_on); waiters
+ * sleep on process-shared futex words, never longer than a poll interval,
+ * and look for dead processes when a poll ends, so a death is found even
+ * when nobody else calls the library (reclaim.c). */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "seg.h"
+#include "shm/dispatch.h"
+
+#define NONE UINT32_MAX
+
+/* ---- wakes, issued after the lock is dropped --------------------------------- */
+
+#define WB_MAX 16
+static __thread struct {
+	unsigned n;
+	struct {
+		_Atomic uint32_t *word;
+		bool raw;
+	} e[WB_MAX];
+} wb;
+
+static void raw_wake(_Atomic uint32_t *word)
+{
+	int saved = errno;
+
+	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX);
+	errno = saved;
+}
+
+/* A wake that lands after its waiter already returned is a spurious wakeup
+ * on a word that stays mapped: harmless. raw: an agent's word, woken for
+ * real even when tests replace the waiters' sync ops. */
+void bhs_flush_wakes(struct bhs_att *a)
+{
+	for (unsigned i = 0; i < wb.n; i++) {
+		if (wb.e[i].raw)
+			raw_wake(wb.e[i].word);
+		else
+			a->ops->wake(a->ops->ctx, wb.e[i].word);
+	}
+	wb.n = 0;
+}
+
+void bhs_wake_later(struct bhs_att *a, _Atomic uint32_t *word, bool raw)
+{
+	if (wb.n == WB_MAX)
+		bhs_flush_wakes(a); /* rare: wake under the lock rather than lose one */
+	wb.e[wb.n].word = word;
+	wb.e[wb.n].raw = raw;
+	wb.n++;
+}
+
+/* ---- the list (under the lock) --------------------------------------------------- */
+
+/* An index from the segment, checked: damage never sends us out of it. */
+static inline uint32_t qref(const struct bhs_att *a, _Atomic uint32_t *p)
+{
+	uint32_t v = atomic_load_explicit(p, memory_order_relaxed) - 1u;
+
+	return v < nqnodes(a) ? v : NONE;
+}
+
+static inline void qset(_Atomic uint32_t *p, uint32_t qi)
+{
+	atomic_store_explicit(p, qi == NONE ? 0 : qi + 1u, memory_order_relaxed);
+}
+
+static inline uint32_t qget(_Atomic uint32_t *p)
+{
+	return atomic_load_explicit(p, memory_order_relaxed);
+}
+
+static inline uint32_t head_of(const struct bhs_att *a)
+{
+	return qref(a, &a->seg->qhead);
+}
+
+static void q_append(struct bhs_att *a, uint32_t qi)
+{
+	struct bhs_seg *g = a->seg;
+	struct bhs_qnode *q = qnode_at(a, qi);
+	uint32_t t = qref(a, &g->qtail);
+
+	qset(&q->next, NONE);
+	qset(&q->prev, t);
+	if (t != NONE)
+		qset(&qnode_at(a, t)->next, qi);
+	else
+		qset(&g->qhead, qi);
+	qset(&g->qtail, qi);
+	atomic_store_explicit(&q->linked, 1, memory_order_relaxed);
+	atomic_store_explicit(&q->ticket,
+			      atomic_fetch_add_explicit(&g->ticket, 1, memory_order_relaxed),
+			      memory_order_relaxed);
+}
+
+void bhs_q_remove_locked(struct bhs_att *a, uint32_t qi)
+{
+	struct bhs_seg *g = a->seg;
+	struct bhs_qnode *q = qnode_at(a, qi);
+	uint32_t p = qref(a, &q->prev), n = qref(a, &q->next);
+
+	if (!atomic_load_explicit(&q->linked, memory_order_relaxed))
+		return;
+	if (p != NONE)
+		qset(&qnode_at(a, p)->next, n);
+	else
+		qset(&g->qhead, n);
+	if (n != NONE)
+		qset(&qnode_at(a, n)->prev, p);
+	else
+		qset(&g->qtail, p);
+	qset(&q->next, NONE);
+	qset(&q->prev, NONE);
+	atomic_store_explicit(&q->linked, 0, memory_order_relaxed);
+}
+
+/* ---- extra nodes: async waiters, and waiters on a shared slot ------------------------ */
+
+uint32_t bhs_extra_alloc_locked(struct bhs_att *a)
+{
+	struct bhs_seg *g = a->seg;
+	uint32_t qi = qref(a, &g->free_extra);
+	struct bhs_qnode *q;
+
+	if (qi == NONE || qi < a->nslots)
+		return NONE;
+	q = qnode_at(a, qi);
+	atomic_store_explicit(&g->free_extra, qget(&q->next), memory_order_relaxed);
+	qset(&q->next, NONE);
+	atomic_store_explicit(&q->owner, a->pidx + 1u, memory_order_relaxed);
+	return qi;
+}
+
+void bhs_extra_free_locked(struct bhs_att *a, uint32_t qi)
+{
+	struct bhs_seg *g = a->seg;
+	struct bhs_qnode *q = qnode_at(a, qi);
+
+	atomic_store_explicit(&q->kind, QK_NONE, memory_order_relaxed);
+	atomic_store_explicit(&q->owner, 0, memory_order_relaxed);
+	atomic_store_explicit(&q->state, QS_IDLE, memory_order_relaxed);
+	atomic_store_explicit(&q->next, qget(&g->free_extra), memory_order_relaxed);
+	qset(&g->free_extra, qi);
+}
+
+/* ---- telling waiters ------------------------------------------------------------------ */
+
+/* Publish a node's new state. A blocking waiter is woken only if it went to
+ * sleep (the exchange tells us in the same step). An async node's owner
+ * process is told through its agent's word. release (acq_rel): pairs with
+ * the owner's acquire load of the state, so a grantee sees the permits'
+ * history. */
+void bhs_notify_locked(struct bhs_att *a, uint32_t qi, uint32_t state)
+{
+	struct bhs_qnode *q = qnode_at(a, qi);
+	uint32_t owner = atomic_load_explicit(&q->owner, memory_order_relaxed) - 1u;
+
+	if (atomic_load_explicit(&q->kind, memory_order_relaxed) == QK_ASYNC) {
+		atomic_store_explicit(&q->state, state, memory_order_release);
+		if (owner < a->nprocs) {
+			/* release: the agent's acquire load sees the state */
+			atomic_fetch_add_explicit(&a->procs[owner].agent, 1, memory_order_release);
+			bhs_wake_later(a, &a->procs[owner].agent, true);
+		}
+		return;
+	}
+	if (atomic_exchange_explicit(&q->state, state, memory_order_acq_rel) == QS_SLEEPING)
+		bhs_wake_later(a, &q->state, false);
+}
+
+void bhs_record_wait(struct bhs_att *a, uint64_t enqueued_ns, int result)
+{
+	uint64_t ns = a->ops->now(a->ops->ctx) - enqueued_ns;
+
+	bhi_hist_add(result == 0 ? &a->seg->wait : &a->seg->wait_failed, ns);
+}
+
+static void finish(struct bhs_att *a, uint32_t qi, uint32_t state)
+{
+	struct bhs_qnode *q = qnode_at(a, qi);
+
+	if (atomic_load_explicit(&q->kind, memory_order_relaxed) == QK_ASYNC)
+		bhs_record_wait(a, atomic_load_explicit(&q->enqueued_ns, memory_order_relaxed),
+				state == QS_GRANTED ? 0 : -1);
+	bhs_notify_locked(a, qi, state);
+}
+
+/* Remove node qi from the queue and the word's count; a leaving head takes
+ * the competing/starving marks with it. */
+void bhs_unqueue_locked(struct bhs_att *a, uint32_t qi)
+{
+	uint64_t w = load_sword(a), nw;
+	bool was_head = head_of(a) == qi;
+
+	do {
+		nw = s_nq(w) ? w - W_NQ_ONE : w; /* 0 only in a damaged segment */
+		if (was_head)
+			nw &= ~(W_WOKEN | W_STARVING);
+	} while (!cas_sword(a, &w, nw));
+	bhs_q_remove_locked(a, qi);
+}
+
+/* ---- serving --------------------------------------------------------------------------- */
+
+static bool must_handoff(const struct bhs_att *a, uint64_t w, const struct bhs_qnode *q)
+{
+	return (a->flags & BH_FAIR) || (w & W_STARVING) ||
+	       atomic_load_explicit(&q->kind, memory_order_relaxed) == QK_ASYNC;
+}
+
+/* Spin policy as in the core: with short holds, wake the new head at once
+ * so that it is spinning when its turn comes. */
+void bhs_note_release_locked(struct bhs_att *a)
+{
+	uint64_t now = a->ops->now(a->ops->ctx);
+	uint64_t last = atomic_load_explicit(&a->seg->last_grant_ns, memory_order_relaxed);
+
+	atomic_store_explicit(&a->seg->short_holds, a->spin_iters && now - last < a->spin_ns,
+			      memory_order_relaxed);
+}
+
+static void note_grant(struct bhs_att *a)
+{
+	if (a->spin_iters)
+		atomic_store_explicit(&a->seg->last_grant_ns, a->ops->now(a->ops->ctx),
+				      memory_order_relaxed);
+}
+
+static void prewake_head(struct bhs_att *a)
+{
+	uint32_t h = head_of(a);
+	struct bhs_qnode *q;
+	uint32_t expect = QS_SLEEPING;
+
+	if (h == NONE || !atomic_load_explicit(&a->seg->short_holds, memory_order_relaxed))
+		return;
+	q = qnode_at(a, h);
+	if (atomic_load_explicit(&q->kind, memory_order_relaxed) == QK_SYNC &&
+	    atomic_compare_exchange_strong_explicit(&q->state, &expect, QS_WAITING,
+						    memory_order_acq_rel, memory_order_relaxed))
+		bhs_wake_later(a, &q->state, false);
+}
+
+/* Serve from the head while permits suffice (strict head of line): fair
+ * mode, a starving head and async nodes get the permits handed over; an
+ * unfair head is woken to compete for them. */
+static void serve(struct bhs_att *a)
+{
+	uint32_t h, guard = nqnodes(a);
+
+	while ((h = head_of(a)) != NONE && guard--) {
+		struct bhs_qnode *q = qnode_at(a, h);
+		uint32_t n = atomic_load_explicit(&q->n, memory_order_relaxed);
+		uint64_t w = load_sword(a), nw;
+		bool handoff;
+
+		do {
+			if (w_avail(w) < (int64_t)n || !s_nq(w))
+				return;
+			handoff = must_handoff(a, w, q);
+			if (!handoff && (w & W_WOKEN))
+				return; /* the head is already on its way */
+			nw = handoff ? (w - n - W_NQ_ONE) & ~(W_WOKEN | W_STARVING) : w | W_WOKEN;
+		} while (!cas_sword(a, &w, nw));
+		if (!handoff) {
+			bhs_notify_locked(a, h, QS_WOKEN);
+			return;
+		}
+		BHS_POINT(BP_LOCKED);
+		bhs_q_remove_locked(a, h);
+		finish(a, h, QS_GRANTED);
+		note_grant(a);
+	}
+}
+
+void bhs_dispatch_locked(struct bhs_att *a)
+{
+	serve(a);
+	prewake_head(a);
+}
+
+/* Take the permits into slot s or queue node qi, atomically with respect to
+ * every release: both decide on the same word (see the core's admit()).
+ * 0: taken; 1: queued; or -errno. */
+int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t n,
+		     uint32_t kind)
+{
+	struct bhs_qnode *q = qnode_at(a, qi);
+	uint64_t l = win_open(s), w = load_sword(a), nw;
+	bool take;
+
+	do {
+		if (w & W_CLOSED) {
+			win_close(s, l);
+			return -ESHUTDOWN;
+		}
+		if (n > w_limit(w)) {
+			win_close(s, l);
+			return -EINVAL;
+		}
+		take = may_take(w, n);
+		if (!take && s_nq(w) >= a->seg->hdr.queue_cap) {
+			win_close(s, l);
+			return -EBUSY;
+		}
+		if (!take) {
+			atomic_store_explicit(&q->n, n, memory_order_relaxed);
+			atomic_store_explicit(&q->kind, kind, memory_order_relaxed);
+			atomic_store_explicit(&q->owner, a->pidx + 1u, memory_order_relaxed);
+			atomic_store_explicit(&q->state, QS_WAITING, memory_order_relaxed);
+		}
+		nw = take ? w - n : w + W_NQ_ONE;
+	} while (!cas_sword(a, &w, nw));
+	if (take) {
+		win_close(s, l + n);
+		bhs_slot_count(a, s, BHI_ACQUIRED);
+		return 0;
+	}
+	win_close(s, l);
+	q_append(a, qi);
+	return 1;
+}
+
+/* ---- try and release ------------------------------------------------------------------- */
+
+static int refusal(struct bhs_att *a, uint32_t n)
+{
+	uint64_t w = load_sword(a);
+
+	if (w & W_CLOSED)
+		return -ESHUTDOWN;
+	if (n > w_limit(w))
+		return -EINVAL;
+	return (w & S_FROZEN) ? -EAGAIN : -EBUSY;
+}
+
+static bool take_maybe_locked(struct bhs_att *a, struct bhs_slot *s, bool shared, uint32_t n)
+{
+	bool ok;
+
+	if (!shared)
+		return bhs_take_on(a, s, n);
+	bhs_lock(a);
+	ok = bhs_take_on(a, s, n);
+	bhs_unlock(a);
+	return ok;
+}
+
+static void count_maybe_locked(struct bhs_att *a, struct bhs_slot *s, bool shared,
+			       enum bhi_counter c)
+{
+	if (!shared) {
+		bhs_slot_count(a, s, c);
+		return;
+	}
+	bhs_lock(a);
+	bhs_slot_count(a, s, c);
+	bhs_unlock(a);
+}
+
+/* Order of the answers: bad n, closed, n above the limit, no room. A
+ * refusal first looks for dead processes holding what we need (at most
+ * once per scan interval, host-wide) and tries again if it found some. */
+int bhs_try_slow(struct bhs_att *a, uint32_t n)
+{
+	struct bhs_slot *s;
+	bool shared, scanned = false;
+	int r;
+
+	if (!n_valid(n))
+		return -EINVAL;
+	if ((s = bhs_slot_for(a, &shared)) == NULL)
+		return -ENOSPC;
+	for (;;) {
+		if (take_maybe_locked(a, s, shared, n)) {
+			if (a->flags & BH_TRACK_HOLD)
+				bhs_hold_begin(a, n);
+			return 0;
+		}
+		r = refusal(a, n);
+		if (r == -EAGAIN) {
+			bhs_wait_thaw(a);
+			continue;
+		}
+		if (r == -EBUSY && !scanned) {
+			scanned = true;
+			if (bhs_maybe_scan(a))
+				continue;
+		}
+		if (r == -EBUSY)
+			count_maybe_locked(a, s, shared, BHI_REJECTED);
+		return r;
+	}
+}
+
+static BH_COLD int over_release(struct bhs_att *a)
+{
+	atomic_fetch_add_explicit(&a->seg->over_released, 1, memory_order_relaxed);
+	return -EOVERFLOW;
+}
+
+/* Under the lock: give back from slot s and serve the queue. */
+static int give_and_serve(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+{
+	int r;
+
+	bhs_lock(a);
+	r = bhs_give_locked(a, s, n);
+	if (r == GIVE_OK) {
+		bhs_note_release_locked(a);
+		bhs_dispatch_locked(a);
+	}
+	bhs_unlock(a);
+	return r;
+}
+
+static int transfer_maybe_locked(struct bhs_att *a, struct bhs_slot *s, bool shared, uint32_t n)
+{
+	int r;
+
+	if (!shared)
+		return bhs_transfer(a, s, n);
+	bhs_lock(a);
+	r = bhs_transfer(a, s, n);
+	bhs_unlock(a);
+	return r;
+}
+
+/* A release the fast path could not finish: waiters to serve (the lock), a
+ * transfer running in this process (wait for it), too few permits on this
+ * thread's ledger (move them from its siblings, or -EOVERFLOW). */
+int bhs_release_slow(struct bhs_att *a, uint32_t n)
+{
+	struct bhs_slot *s;
+	bool shared;
+	int r;
+
+	if (!n_valid(n))
+		return -EINVAL;
+	if ((s = bhs_slot_for(a, &shared)) == NULL)
+		return over_release(a); /* never registered: holds nothing */
+	for (;;) {
+		r = shared ? GIVE_LOCK : bhs_give_on(a, s, n);
+		if (r == GIVE_LOCK)
+			r = give_and_serve(a, s, n);
+		if (r == GIVE_OK)
+			return 0;
+		if (r == GIVE_XFER) {
+			pthread_mutex_lock(&a->xmu); /* wait for it to finish */
+			pthread_mutex_unlock(&a->xmu);
+			continue;
+		}
+		r = transfer_maybe_locked(a, s, shared, n);
+		if (r == -EOVERFLOW)
+			return over_release(a);
+		if (r == -EAGAIN)
+			bhs_wait_thaw(a);
+	}
+}
+
+/* ---- blocking waiters ---------------------------------------------------------------------- */
+
+struct waiter {
+	struct bhs_att *a;
+	struct bhs_slot *s;
+	uint32_t qi;
+	bool shared; /* s is the shared slot; qi an extra node */
+	uint64_t enqueued_ns;
+};
+
+static bool state_final(uint32_t st)
+{
+	return st >= QS_GRANTED && st <= QS_INVALID;
+}
+
+static int state_result(uint32_t st)
+{
+	return st == QS_GRANTED ? 0 : st == QS_SHUTDOWN ? -ESHUTDOWN : -EINVAL;
+}
+
+/* Whatever ended the wait: a grant goes into our ledger (under the lock
+ * when the slot is shared), a failure clears the node. */
+static int settle(struct waiter *wt, uint32_t st)
+{
+	struct bhs_att *a = wt->a;
+	uint32_t final = wt->shared ? QS_DONE : QS_IDLE;
+
+	if (st != QS_GRANTED) {
+		atomic_store_explicit(&qnode_at(a, wt->qi)->state, final, memory_order_relaxed);
+		return state_result(st);
+	}
+	BHS_POINT(BP_GRANTED);
+	if (!wt->shared) {
+		bhs_claim_on(a, wt->s, wt->qi, QS_GRANTED, final, false);
+		return 0;
+	}
+	bhs_lock(a);
+	bhs_claim_on(a, wt->s, wt->qi, QS_GRANTED, final, true);
+	bhs_unlock(a);
+	return 0;
+}
+
+static bool starving(struct bhs_att *a, struct bhs_qnode *q, uint64_t now)
+{
+	struct bhs_seg *g = a->seg;
+
+	return now - atomic_load_explicit(&q->enqueued_ns, memory_order_relaxed) >=
+		       atomic_load_explicit(&g->starve_ns, memory_order_relaxed) &&
+	       now >= atomic_load_explicit(&g->fair_after_ns, memory_order_relaxed);
+}
+
+/* The woken head of an unfair bulkhead races newcomers for the permits, in
+ * its ledger's window (a death here leaves the lock held and the window
+ * open: the recovery rebuilds). */
+static bool compete(struct waiter *wt)
+{
+	struct bhs_att *a = wt->a;
+	struct bhs_qnode *q = qnode_at(a, wt->qi);
+	uint32_t n = atomic_load_explicit(&q->n, memory_order_relaxed);
+	uint64_t w, nw, now, l;
+	bool won;
+
+	bhs_lock(a);
+	if (atomic_load_explicit(&q->state, memory_order_relaxed) != QS_WOKEN) {
+		bhs_unlock(a);
+		return false;
+	}
+	now = a->ops->now(a->ops->ctx);
+	l = win_open(wt->s);
+	w = load_sword(a);
+	do {
+		won = w_avail(w) >= (int64_t)n;
+		nw = won ? w - n - W_NQ_ONE : w;
+		nw &= ~(W_WOKEN | W_STARVING);
+		if (!won && starving(a, q, now))
+			nw |= W_STARVING;
+	} while (!cas_sword(a, &w, nw));
+	if (won) {
+		win_close(wt->s, l + n); /* counted by the caller, as every queued grant */
+		bhs_q_remove_locked(a, wt->qi);
+		atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE,
+				      memory_order_relaxed);
+		bhs_dispatch_locked(a);
+	} else {
+		win_close(wt->s, l);
+		if (nw & W_STARVING)
+			atomic_store_explicit(&a->seg->fair_after_ns,
+					      now + atomic_load_explicit(&a->seg->starve_ns,
+									 memory_order_relaxed),
+					      memory_order_relaxed);
+		atomic_store_explicit(&q->state, QS_WAITING, memory_order_relaxed);
+	}
+	bhs_unlock(a);
+	return won;
+}
+
+/* The deadline passed: leave the queue, unless a grant beat us to the lock,
+ * in which case the permits are ours. */
+static int leave(struct waiter *wt)
+{
+	struct bhs_att *a = wt->a;
+	struct bhs_qnode *q = qnode_at(a, wt->qi);
+	uint32_t st;
+
+	bhs_lock(a);
+	st = atomic_load_explicit(&q->state, memory_order_acquire);
+	if (!state_final(st)) {
+		bhs_unqueue_locked(a, wt->qi);
+		bhs_dispatch_locked(a);
+	}
+	bhs_unlock(a);
+	if (!state_final(st)) {
+		atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE,
+				      memory_order_relaxed);
+		atomic_fetch_add_explicit(&a->seg->timed_out, 1, memory_order_relaxed);
+		return -ETIMEDOUT;
+	}
+	return settle(wt, st);
+}
+
+/* pthread_cancel hit the waiter: it holds nothing when it unwinds. A grant
+ * that raced the cancel is given back from the node, under the lock. */
+static void on_cancel(void *arg)
+{
+	struct waiter *wt = arg;
+	struct bhs_att *a = wt->a;
+	struct bhs_qnode *q = qnode_at(a, wt->qi);
+	uint32_t st;
+
+	bhs_lock(a);
+	st = atomic_load_explicit(&q->state, memory_order_acquire);
+	if (st == QS_GRANTED) {
+		atomic_fetch_add_explicit(&a->seg->word, atomic_load_explicit(&q->n,
+									      memory_order_relaxed),
+					  memory_order_acq_rel);
+		bhs_dispatch_locked(a);
+	} else if (!state_final(st)) {
+		bhs_unqueue_locked(a, wt->qi);
+		bhs_dispatch_locked(a);
+	}
+	atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE, memory_order_relaxed);
+	if (wt->shared)
+		bhs_extra_free_locked(a, wt->qi);
+	bhs_unlock(a);
+	atomic_fetch_add_explicit(&a->seg->cancelled, 1, memory_order_relaxed);
+	bhs_record_wait(a, wt->enqueued_ns, -ECANCELED);
+}
+
+static void spin(struct bhs_att *a, struct bhs_qnode *q)
+{
+	for (uint32_t i = 0; i < a->spin_iters; i++) {
+		if (atomic_load_explicit(&q->state, memory_order_relaxed) != QS_WAITING)
+			return;
+		bhi_cpu_relax();
+	}
+}
+
+/* As the core's wait loop, but no sleep is longer than poll_ns: when one
+ * ends before our deadline we look for dead processes (who may hold the
+ * permits we wait for, or a grant meant for us), then sleep again. */
+static int wait_loop(struct waiter *wt, uint64_t deadline)
+{
+	struct bhs_att *a = wt->a;
+	struct bhs_qnode *q = qnode_at(a, wt->qi);
+
+	for (;;) {
+		/* acquire: pairs with bhs_notify_locked's exchange */
+		uint32_t st = atomic_load_explicit(&q->state, memory_order_acquire);
+		uint64_t until;
+		bool poll;
+
+		if (state_final(st))
+			return settle(wt, st);
+		if (st == QS_WOKEN) {
+			if (compete(wt))
+				return 0;
+			continue;
+		}
+		if (st == QS_WAITING) {
+			uint32_t expect = QS_WAITING;
+
+			spin(a, q);
+			if (!atomic_compare_exchange_strong_explicit(&q->state, &expect, QS_SLEEPING,
+								     memory_order_acq_rel,
+								     memory_order_acquire))
+				continue;
+		}
+		until = a->ops->now(a->ops->ctx) + a->poll_ns;
+		poll = until < deadline;
+		if (a->ops->wait(a->ops->ctx, &q->state, QS_SLEEPING, poll ? until : deadline) !=
+		    -ETIMEDOUT)
+			continue;
+		if (!poll)
+			return leave(wt);
+		bhs_maybe_scan(a);
+	}
+}
+
+static int wait_granted(struct waiter *wt, uint64_t deadline)
+{
+	int r;
+
+	pthread_cleanup_push(on_cancel, wt);
+	r = wait_loop(wt, deadline);
+	pthread_cleanup_pop(0);
+	return r;
+}
+
+/* Queue on this thread's own node (its slot's), or on an extra node when
+ * the thread shares its process's slot. */
+int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline)
+{
+	struct waiter wt = { .a = a };
+	bool scanned = false;
+	int r;
+
+	if (!n_valid(n))
+		return -EINVAL;
+	if ((wt.s = bhs_slot_for(a, &wt.shared)) == NULL)
+		return -ENOSPC;
+	wt.enqueued_ns = a->ops->now(a->ops->ctx);
+	if (deadline <= wt.enqueued_ns)
+		return bhs_try_slow(a, n);
+again:
+	bhs_lock(a);
+	wt.qi = wt.shared ? bhs_extra_alloc_locked(a) : slot_index(a, wt.s);
+	if (wt.qi == NONE) {
+		r = -EBUSY; /* no queue node left in the segment */
+	} else {
+		atomic_store_explicit(&qnode_at(a, wt.qi)->enqueued_ns, wt.enqueued_ns,
+				      memory_order_relaxed);
+		r = bhs_admit_locked(a, wt.s, wt.qi, n, QK_SYNC);
+		if (r == 1 && head_of(a) != wt.qi) /* not next: no point spinning */
+			atomic_store_explicit(&qnode_at(a, wt.qi)->state, QS_SLEEPING,
+					      memory_order_relaxed);
+		if (r != 1 && wt.shared)
+			bhs_extra_free_locked(a, wt.qi);
+	}
+	if (r == -EBUSY && scanned)
+		bhs_slot_count(a, wt.s, BHI_REJECTED); /* the lock covers a shared slot */
+	bhs_unlock(a);
+	if (r == -EBUSY && !scanned) {
+		scanned = true;
+		if (bhs_maybe_scan(a))
+			goto again;
+		bhs_lock(a);
+		bhs_slot_count(a, wt.s, BHI_REJECTED);
+		bhs_unlock(a);
+	}
+	if (r == 1) {
+		BHS_POINT(BP_QUEUED);
+		r = wait_granted(&wt, deadline);
+		bhs_record_wait(a, wt.enqueued_ns, r);
+		if (r == 0)
+			count_maybe_locked(a, wt.s, wt.shared, BHI_ACQUIRED);
+		if (wt.shared) {
+			bhs_lock(a);
+			bhs_extra_free_locked(a, wt.qi);
+			bhs_unlock(a);
+		}
+	}
+	if (r == 0 && (a->flags & BH_TRACK_HOLD))
+		bhs_hold_begin(a, n);
+	return r;
+}
+
+/* ---- close, resize, stats -------------------------------------------------------------- */
+
+/* Fail every queued waiter asking for more than above_n. */
+static void fail_waiters(struct bhs_att *a, uint32_t above_n, uint32_t state)
+{
+	uint32_t qi = head_of(a), guard = nqnodes(a);
+
+	while (qi != NONE && guard--) {
+		struct bhs_qnode *q = qnode_at(a, qi);
+		uint32_t next = qref(a, &q->next);
+
+		if (atomic_load_explicit(&q->n, memory_order_relaxed) > above_n) {
+			bhs_unqueue_locked(a, qi);
+			finish(a, qi, state);
+		}
+		qi = next;
+	}
+}
+
+int bhs_close(struct bulkhead *bh)
+{
+	struct bhs_att *a = att_of(bh);
+	uint64_t old;
+
+	if (!a->proc && bhs_register(a) < 0)
+		return -ENOSPC;
+	bhs_lock(a);
+	old = atomic_fetch_or_explicit(&a->seg->word, W_CLOSED, memory_order_acq_rel);
+	if (!(old & W_CLOSED))
+		fail_waiters(a, 0, QS_SHUTDOWN);
+	bhs_unlock(a);
+	return old & W_CLOSED ? -EALREADY : 0;
+}
+
+int bhs_set_limit(struct bulkhead *bh, uint32_t max_concurrent)
+{
+	struct bhs_att *a = att_of(bh);
+	uint64_t w, nw;
+
+	if (!a->proc && bhs_register(a) < 0)
+		return -ENOSPC;
+	bhs_lock(a);
+	w = load_sword(a);
+	do {
+		int64_t avail = w_avail(w) + (int64_t)max_concurrent - w_limit(w);
+
+		nw = (w & ~(W_AVAIL_MASK | W_LIMIT_MASK)) |
+		     (w_make(avail, max_concurrent, 0) & (W_AVAIL_MASK | W_LIMIT_MASK));
+	} while (!cas_sword(a, &w, nw));
+	fail_waiters(a, max_concurrent, QS_INVALID);
+	bhs_dispatch_locked(a);
+	bhs_unlock(a);
+	return 0;
+}
+
+/* The three gauges at one instant, for the core's bh_gauges. */
+void bhs_gauges(const struct bulkhead *bh, uint64_t *limit, uint64_t *in_flight,
+		uint64_t *queued)
+{
+	uint64_t w = atomic_load_explicit(&att_of(bh)->seg->word, memory_order_acquire);
+
+	*limit = w_limit(w);
+	*in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));
+	*queued = s_nq(w);
+}
+
+void bhs_stats(const struct bulkhead *bh, struct bh_stats *out)
+{
+	struct bhs_att *a = att_of(bh);
+	struct bhs_seg *g = a->seg;
+	uint64_t sum[BHI_NCOUNTERS] = { 0 }, w;
+	uint32_t live = 0;
+
+	if (a->proc)
+		bhs_maybe_scan(a); /* the dead's permits are not in flight */
+	w = atomic_load_explicit(&g->word, memory_order_acquire);
+	for (uint32_t i = 0; i < a->nslots; i++)
+		for (int c = 0; c < BHI_NCOUNTERS; c++)
+			sum[c] += atomic_load_explicit(&a->slots[i].c[c], memory_order_relaxed);
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		live += atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE;
+	memset(out, 0, sizeof(*out));
+	out->limit = w_limit(w);
+	out->in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));
+	out->queued = s_nq(w);
+	out->acquired = sum[BHI_ACQUIRED];
+	out->released = sum[BHI_RELEASED];
+	out->rejected = sum[BHI_REJECTED];
+	out->timed_out = atomic_load_explicit(&g->timed_out, memory_order_relaxed);
+	out->cancelled = atomic_load_explicit(&g->cancelled, memory_order_relaxed);
+	out->over_released = atomic_load_explicit(&g->over_released, memory_order_relaxed);
+	out->reclaimed = atomic_load_explicit(&g->reclaimed, memory_order_relaxed);
+	out->processes = live;
+	bhi_hist_read(&g->wait, &out->wait);
+	bhi_hist_read(&g->wait_failed, &out->wait_failed);
+	for (unsigned i = 0; (a->flags & BH_TRACK_HOLD) && i < BHS_HOLDS; i++) {
+		struct bh_hist shard;
+
+		bhi_hist_read(&g->hold[i], &shard);
+		bh_hist_merge(&out->hold, &shard);
+	}
+}

@@ -1,0 +1,366 @@
+/* Finding dead processes and taking back what they held.
+ *
+ * A process is dead when its slot is taken but its liveness lock is gone
+ * (lock.c). What it held is in its ledgers and in the queue nodes granted
+ * to it. Two ways to take it back, both under the lock:
+ *
+ *  - reclaim(): every ledger of the dead is closed, so each is exact: add
+ *    their sum back to the word, take its waiters out of the queue, serve.
+ *    No other process is disturbed.
+ *  - rebuild(): a ledger of the dead is open (it died inside a window, so
+ *    whether its CAS happened is unknown), or it died holding the lock (so
+ *    the word, the queue and the nodes may be half-updated). Freeze the
+ *    word (every fast-path CAS then fails and goes slow, to the lock we
+ *    hold), wait until no window of a living process is open, and compute
+ *    the word again from the ledgers and nodes of the living alone: the
+ *    dead's ambiguous windows need no answer, their share is simply what
+ *    is not accounted to anyone alive. The queue is relinked in arrival
+ *    order from the living nodes' tickets.
+ *
+ * Windows that change a ledger without a CAS on the word (claims,
+ * transfers) check for the freeze themselves (fast.c, win_open_checked).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_TMPFILE, F_OFD_*, secure_getenv, qsort_r */
+#endif
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hooks.h"
+#include "seg.h"
+
+#define NONE UINT32_MAX
+#define SCAN_NS (100 * BH_MSEC)      /* at most one scan this often, host-wide */
+#define PATIENCE_NS (50 * BH_MSEC)   /* a window that stays open longer makes a
+				      * rebuild that can wait give up for now */
+
+static bool queued_state(uint32_t st)
+{
+	return st == QS_WAITING || st == QS_SLEEPING || st == QS_WOKEN;
+}
+
+static uint32_t owner_of(const struct bhs_att *a, _Atomic uint32_t *owner)
+{
+	uint32_t o = atomic_load_explicit(owner, memory_order_relaxed) - 1u;
+
+	return o < a->nprocs ? o : NONE;
+}
+
+/* What process pidx holds: its ledgers and the nodes granted to it; *open
+ * when one of its ledgers is inside a window. */
+uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open)
+{
+	uint64_t held = 0;
+
+	*open = false;
+	for (uint32_t i = 0; i < a->nslots; i++) {
+		struct bhs_slot *s = slot_at(a, i);
+		uint64_t l;
+
+		if (owner_of(a, &s->owner) != pidx)
+			continue;
+		/* acquire: pairs with win_close */
+		l = atomic_load_explicit(&s->ledger, memory_order_seq_cst);
+		*open |= (l & S_PEND) != 0;
+		held += held_of(s, l);
+	}
+	for (uint32_t i = 0; i < nqnodes(a); i++) {
+		struct bhs_qnode *q = qnode_at(a, i);
+
+		if (owner_of(a, &q->owner) == pidx &&
+		    atomic_load_explicit(&q->state, memory_order_acquire) == QS_GRANTED)
+			held += atomic_load_explicit(&q->n, memory_order_relaxed);
+	}
+	return held;
+}
+
+static void free_slot(struct bhs_slot *s)
+{
+	atomic_store_explicit(&s->ledger, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->debit, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->hint, 0, memory_order_relaxed);
+	/* release: the next owner's acquire CAS sees the cleared ledger and
+	 * the counters it continues */
+	atomic_store_explicit(&s->owner, 0, memory_order_release);
+}
+
+static void clear_node(struct bhs_att *a, uint32_t qi)
+{
+	struct bhs_qnode *q = qnode_at(a, qi);
+
+	if (qi >= a->nslots) {
+		bhs_extra_free_locked(a, qi);
+		return;
+	}
+	atomic_store_explicit(&q->kind, QK_NONE, memory_order_relaxed);
+	atomic_store_explicit(&q->owner, 0, memory_order_relaxed);
+	atomic_store_explicit(&q->state, QS_IDLE, memory_order_relaxed);
+}
+
+/* Give process pidx's slot, ledgers and nodes back (nothing it held is
+ * counted anywhere any more: the caller has put it back). */
+void bhs_free_proc_locked(struct bhs_att *a, uint32_t pidx)
+{
+	struct bhs_proc *p = &a->procs[pidx];
+
+	for (uint32_t i = 0; i < nqnodes(a); i++)
+		if (owner_of(a, &qnode_at(a, i)->owner) == pidx)
+			clear_node(a, i);
+	for (uint32_t i = 0; i < a->nslots; i++)
+		if (owner_of(a, &slot_at(a, i)->owner) == pidx)
+			free_slot(slot_at(a, i));
+	atomic_store_explicit(&p->pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->shared, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
+	atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
+}
+
+/* Every ledger of pidx is closed: its holdings are exact. */
+static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held)
+{
+	for (uint32_t i = 0; i < nqnodes(a); i++) {
+		struct bhs_qnode *q = qnode_at(a, i);
+
+		if (owner_of(a, &q->owner) == pidx &&
+		    atomic_load_explicit(&q->linked, memory_order_relaxed) &&
+		    queued_state(atomic_load_explicit(&q->state, memory_order_relaxed)))
+			bhs_unqueue_locked(a, i);
+	}
+	atomic_fetch_add_explicit(&a->seg->word, held, memory_order_acq_rel);
+	bhs_free_proc_locked(a, pidx);
+	bhs_dispatch_locked(a);
+}
+
+/* This process detaches: what it still holds goes back, as at its death. */
+void bhs_reclaim_self_locked(struct bhs_att *a)
+{
+	bool open;
+
+	reclaim(a, a->pidx, bhs_proc_holdings(a, a->pidx, &open));
+}
+
+/* Reclaim every dead process; false when none was found. */
+bool bhs_scan_locked(struct bhs_att *a)
+{
+	bool found = false, open, rebuild = false;
+
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		uint64_t held;
+
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE ||
+		    bhs_proc_alive(a, i))
+			continue;
+		found = true;
+		held = bhs_proc_holdings(a, i, &open);
+		if (open) {
+			rebuild = true; /* rebuild() reclaims every dead process */
+			continue;
+		}
+		reclaim(a, i, held);
+		atomic_fetch_add_explicit(&a->seg->reclaimed, held, memory_order_relaxed);
+		atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_relaxed);
+	}
+	if (rebuild)
+		bhs_rebuild_locked(a, false);
+	return found;
+}
+
+/* Look for the dead, at most once per SCAN_NS host-wide. The probes run
+ * without the lock; the lock is taken only when someone is found. */
+bool bhs_maybe_scan(struct bhs_att *a)
+{
+	uint64_t now = bh_now_ns();
+	uint64_t last = atomic_load_explicit(&a->seg->scan_ns, memory_order_relaxed);
+	bool any = false, found;
+
+	if (now - last < SCAN_NS && last <= now)
+		return false;
+	if (!atomic_compare_exchange_strong_explicit(&a->seg->scan_ns, &last, now,
+						     memory_order_relaxed, memory_order_relaxed))
+		return false;
+	for (uint32_t i = 0; i < a->nprocs && !any; i++)
+		any = atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE &&
+		      !bhs_proc_alive(a, i);
+	if (!any || (!a->proc && bhs_register(a) < 0))
+		return false;
+	bhs_lock(a);
+	found = bhs_scan_locked(a);
+	bhs_unlock(a);
+	return found;
+}
+
+/* ---- rebuild ---------------------------------------------------------------- */
+
+struct census {
+	uint64_t live[(BHS_PROCS + 63) / 64];
+	uint64_t held;
+	uint32_t nq;
+};
+
+static bool is_live(const struct census *c, uint32_t o)
+{
+	return o != NONE && (c->live[o / 64] >> (o % 64) & 1);
+}
+
+/* Wait until no living process has a window open. A process that dies
+ * meanwhile stops counting as living. false: a window stayed open past
+ * PATIENCE_NS and the caller may give up. */
+static bool windows_closed(struct bhs_att *a, struct census *c, bool must)
+{
+	uint64_t start = bh_now_ns();
+
+	for (uint32_t i = 0; i < a->nslots; i++) {
+		struct bhs_slot *s = slot_at(a, i);
+		uint32_t o = owner_of(a, &s->owner);
+
+		/* seq_cst: after the freeze, as claims' Dekker check needs */
+		while (is_live(c, o) &&
+		       (atomic_load_explicit(&s->ledger, memory_order_seq_cst) & S_PEND)) {
+			if (bh_now_ns() - start > PATIENCE_NS) {
+				if (!bhs_proc_alive(a, o)) {
+					c->live[o / 64] &= ~(1ull << (o % 64));
+					break;
+				}
+				if (!must)
+					return false;
+				start = bh_now_ns();
+			}
+			sched_yield();
+		}
+	}
+	return true;
+}
+
+static int by_ticket(const void *x, const void *y, void *arg)
+{
+	struct bhs_att *a = arg;
+	uint64_t tx = atomic_load_explicit(&qnode_at(a, *(const uint32_t *)x)->ticket,
+					   memory_order_relaxed);
+	uint64_t ty = atomic_load_explicit(&qnode_at(a, *(const uint32_t *)y)->ticket,
+					   memory_order_relaxed);
+
+	return tx < ty ? -1 : tx > ty;
+}
+
+/* The living's queue nodes: held permits of granted ones, queued ones
+ * relinked in arrival order (into a->order), woken heads sent back to
+ * waiting (the head is served afresh below); the dead's are dropped. */
+static void census_nodes(struct bhs_att *a, struct census *c)
+{
+	struct bhs_seg *g = a->seg;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < nqnodes(a); i++) {
+		struct bhs_qnode *q = qnode_at(a, i);
+		uint32_t o = owner_of(a, &q->owner);
+		uint32_t st = atomic_load_explicit(&q->state, memory_order_acquire);
+
+		atomic_store_explicit(&q->linked, 0, memory_order_relaxed);
+		if (!is_live(c, o) || atomic_load_explicit(&q->kind, memory_order_relaxed) == QK_NONE)
+			continue;
+		if (st == QS_GRANTED)
+			c->held += atomic_load_explicit(&q->n, memory_order_relaxed);
+		else if (queued_state(st))
+			a->order[n++] = i;
+	}
+	qsort_r(a->order, n, sizeof(a->order[0]), by_ticket, a);
+	atomic_store_explicit(&g->qhead, 0, memory_order_relaxed);
+	atomic_store_explicit(&g->qtail, 0, memory_order_relaxed);
+	for (uint32_t k = 0; k < n; k++) {
+		struct bhs_qnode *q = qnode_at(a, a->order[k]);
+		uint32_t expect = QS_WOKEN;
+
+		atomic_store_explicit(&q->prev, k ? a->order[k - 1] + 1 : 0, memory_order_relaxed);
+		atomic_store_explicit(&q->next, k + 1 < n ? a->order[k + 1] + 1 : 0,
+				      memory_order_relaxed);
+		atomic_store_explicit(&q->linked, 1, memory_order_relaxed);
+		if (atomic_compare_exchange_strong_explicit(&q->state, &expect, QS_WAITING,
+							    memory_order_acq_rel,
+							    memory_order_relaxed))
+			bhs_wake_later(a, &q->state, false);
+	}
+	if (n) {
+		atomic_store_explicit(&g->qhead, a->order[0] + 1, memory_order_relaxed);
+		atomic_store_explicit(&g->qtail, a->order[n - 1] + 1, memory_order_relaxed);
+	}
+	c->nq = n;
+}
+
+/* The free list of extra nodes, from the nodes themselves. */
+static void relist_extra(struct bhs_att *a)
+{
+	atomic_store_explicit(&a->seg->free_extra, 0, memory_order_relaxed);
+	for (uint32_t i = nqnodes(a); i-- > a->nslots;)
+		if (atomic_load_explicit(&qnode_at(a, i)->kind, memory_order_relaxed) == QK_NONE)
+			bhs_extra_free_locked(a, i);
+}
+
+static bool rebuild(struct bhs_att *a, bool must)
+{
+	struct bhs_seg *g = a->seg;
+	struct census c = { .held = 0 };
+	uint64_t w, nw;
+	int64_t before;
+
+	/* seq_cst: the Dekker pair of win_open_checked; and it acquires every
+	 * fast-path CAS before it, so their PEND stores are visible */
+	w = atomic_fetch_or_explicit(&g->word, S_FROZEN, memory_order_seq_cst);
+	BHS_POINT(BP_REBUILD);
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) != PS_FREE &&
+		    bhs_proc_alive(a, i))
+			c.live[i / 64] |= 1ull << (i % 64);
+	if (!windows_closed(a, &c, must)) {
+		/* Nothing CASes a frozen word and we hold the lock: w is exact. */
+		atomic_store_explicit(&g->word, w & ~S_FROZEN, memory_order_seq_cst);
+		atomic_fetch_add_explicit(&g->rebuild_waits, 1, memory_order_relaxed);
+		return false;
+	}
+	for (uint32_t i = 0; i < a->nslots; i++) {
+		struct bhs_slot *s = slot_at(a, i);
+
+		if (is_live(&c, owner_of(a, &s->owner)))
+			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_seq_cst));
+	}
+	census_nodes(a, &c);
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE &&
+		    !is_live(&c, i)) {
+			bhs_free_proc_locked(a, i);
+			atomic_fetch_add_explicit(&g->deaths, 1, memory_order_relaxed);
+		}
+	}
+	relist_extra(a);
+	before = (int64_t)w_limit(w) - w_avail(w);
+	if (before > (int64_t)c.held)
+		atomic_fetch_add_explicit(&g->reclaimed, (uint64_t)before - c.held,
+					  memory_order_relaxed);
+	nw = w_make((int64_t)w_limit(w) - (int64_t)c.held, w_limit(w), 0) |
+	     ((uint64_t)c.nq << W_NQ_SHIFT) | (w & W_CLOSED);
+	/* release (seq_cst): the thaw; fast paths acquire it with their CAS */
+	atomic_store_explicit(&g->word, nw, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&g->rebuilds, 1, memory_order_relaxed);
+	bhs_dispatch_locked(a);
+	return true;
+}
+
+/* must: we took the lock over from a dead owner, so whatever it left
+ * half-done is repaired before anything else runs, however long a living
+ * window takes to close. Otherwise (a scan found a death inside a window) a
+ * window that stays open makes us give up for now: the word is thawed
+ * unchanged and the next scan tries again. */
+bool bhs_rebuild_locked(struct bhs_att *a, bool must)
+{
+	return rebuild(a, must);
+}
+
+bool bhs_scan_now(bulkhead_t *bh)
+{
+	struct bhs_att *a = att_of(bh);
+
+	atomic_store_explicit(&a->seg->scan_ns, 0, memory_order_relaxed);
+	return bhs_maybe_scan(a);
+}

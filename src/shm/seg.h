@@ -1,0 +1,376 @@
+/* Private to the host-wide layer: the shared segment's layout, the shared
+ * word, and the process-local attachment. docs/design.md ("Host-wide
+ * bulkheads") explains the protocol and the recovery argument. */
+#ifndef BH_SHM_SEG_H
+#define BH_SHM_SEG_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bulkhead/shm.h"
+#include "internal.h"
+
+/* ---- the shared word ---------------------------------------------------
+ *
+ *   bits  0..20  avail + W_BIAS  as in the core
+ *   bits 21..40  limit           as in the core
+ *   bits 41..56  queued          waiters, host-wide (at most BHS_QUEUE_MAX)
+ *   bit  60      S_FROZEN        a recovery is rebuilding the word: every
+ *                                fast-path CAS fails and goes slow
+ *   bit  61      W_STARVING      as in the core
+ *   bit  62      W_WOKEN         as in the core
+ *   bit  63      W_CLOSED        as in the core
+ */
+#define S_NQ_MASK (0xffffull << W_NQ_SHIFT)
+#define S_FROZEN (1ull << 60)
+#define BHS_QUEUE_MAX 0xffffu
+
+static inline uint32_t s_nq(uint64_t w)
+{
+	return (uint32_t)((w & S_NQ_MASK) >> W_NQ_SHIFT);
+}
+
+/* ---- the ledger --------------------------------------------------------
+ *
+ * Each thread slot's ledger word is the number of permits the slot records
+ * as held, with S_PEND set while its owner is inside a window: between
+ * announcing an operation and recording its effect. A fast path stores
+ * PEND, CASes the shared word, then stores the new count (which clears
+ * PEND) in one store: the count and the end of the window are one write.
+ */
+#define S_PEND (1ull << 63)
+#define S_HELD_MASK (S_PEND - 1)
+
+/* ---- geometry ------------------------------------------------------------ */
+
+#define BHS_PROCS 1024  /* processes attached at once */
+#define BHS_SLOTS 4096  /* thread ledgers, host-wide */
+#define BHS_EXTRA 4096  /* extra queue nodes: async waiters, and blocking
+			 * waiters of threads that share their process's slot */
+#define BHS_HOLDS 8     /* hold-time histogram shards */
+#define BHS_LOCK_BASE ((off_t)1 << 40) /* byte BASE + i: process i's liveness lock */
+
+#define BHS_MAGIC 0x314d48536b6c7562ull /* "bulkSHM1", little-endian */
+#define BHS_LAYOUT 1u
+
+/* Everything here is written once, by the creator, before the file is
+ * linked into place; attach checks it field by field and by checksum. */
+struct bhs_hdr {
+	uint64_t magic;
+	uint32_t layout;
+	uint32_t hdr_size;
+	uint64_t seg_size;
+	uint32_t nprocs, nslots, nextra, nholds;
+	uint64_t off_procs, off_slots, off_qnodes;
+	uint32_t max_concurrent; /* the creation settings a cfg must match */
+	uint32_t queue_cap;      /* normalised: at most BHS_QUEUE_MAX */
+	uint32_t flags;
+	uint32_t mode;
+	uint64_t created_ns; /* CLOCK_REALTIME, for operators */
+	int32_t creator_pid;
+	uint32_t pad;
+	char name[BH_NAME_MAX];
+	uint64_t checksum; /* FNV-1a 64 of every byte before it */
+};
+
+enum { PS_FREE, PS_LIVE };
+
+struct bhs_proc {
+	_Alignas(BH_CACHELINE) _Atomic uint32_t state; /* under the lock */
+	_Atomic uint32_t gen;    /* bumped each time the slot is taken */
+	_Atomic int32_t pid;     /* for operators and dumps only */
+	_Atomic uint32_t agent;  /* the process's agent sleeps on this */
+	_Atomic uint32_t shared; /* its shared thread slot, index + 1 */
+	_Atomic uint64_t attached_ns;
+};
+
+struct bhs_slot {
+	_Alignas(BH_CACHELINE) _Atomic uint64_t ledger; /* S_PEND | held */
+	_Atomic uint64_t hint;  /* the owner's last view of the word */
+	_Atomic uint64_t c[BHI_NCOUNTERS];
+	_Atomic uint64_t debit; /* taken by transfers; held = ledger - debit */
+	_Atomic uint32_t owner; /* process index + 1; 0 = free */
+};
+
+/* Queue node states. WAITING, SLEEPING and WOKEN are queued. GRANTED,
+ * SHUTDOWN and INVALID are set under the lock by whoever dequeued the node;
+ * a GRANTED node's n permits belong to its owner until the owner claims
+ * them into a ledger (inside a window), which makes it DONE (extra nodes) or
+ * IDLE (a thread slot's own node). */
+enum {
+	QS_IDLE,
+	QS_WAITING,
+	QS_SLEEPING,
+	QS_WOKEN,
+	QS_GRANTED,
+	QS_SHUTDOWN,
+	QS_INVALID,
+	QS_DONE,
+	QS_DELIVERING, /* async: the owner process is running the callback */
+};
+
+enum { QK_NONE, QK_SYNC, QK_ASYNC };
+
+struct bhs_qnode {
+	_Alignas(BH_CACHELINE) _Atomic uint32_t state; /* the futex word */
+	_Atomic uint32_t n;
+	_Atomic uint32_t next, prev; /* index + 1, under the lock */
+	_Atomic uint32_t owner;      /* process index + 1, under the lock */
+	_Atomic uint32_t kind;       /* QK_*, under the lock */
+	_Atomic uint32_t linked;     /* in the queue list, under the lock */
+	_Atomic uint32_t pad;
+	_Atomic uint64_t ticket;     /* arrival order, for rebuilding */
+	_Atomic uint64_t enqueued_ns;
+};
+
+/* The segment: header, then the shared state, then the arrays at the
+ * header's offsets. Nothing in it is a pointer. */
+struct bhs_seg {
+	struct bhs_hdr hdr;
+	_Alignas(BH_CACHELINE) _Atomic uint64_t word;
+	/* The internal lock: 0 free, else the owner's process index + 1 in
+	 * bits 0..15 and its generation in 16..30; bit 31: waiters. */
+	_Alignas(BH_CACHELINE) _Atomic uint32_t lock;
+	/* Everything down to the next line is under the lock. */
+	_Atomic uint32_t qhead, qtail; /* index + 1 */
+	_Atomic uint32_t free_extra;   /* free list of extra nodes, index + 1 */
+	_Atomic uint64_t ticket;
+	_Atomic uint64_t starve_ns, fair_after_ns, last_grant_ns;
+	_Atomic uint32_t short_holds;
+	_Atomic uint32_t nattached; /* live processes */
+	_Alignas(BH_CACHELINE) _Atomic uint64_t scan_ns; /* last liveness scan */
+	_Atomic uint64_t timed_out, cancelled, over_released, reclaimed, deaths;
+	_Atomic uint64_t rebuilds, rebuild_waits; /* waits: gave up, a window stayed open */
+	_Alignas(BH_CACHELINE) struct bhi_hist wait, wait_failed;
+	struct bhi_hist hold[BHS_HOLDS];
+};
+
+/* ---- the process-local attachment ----------------------------------------- */
+
+struct bhs_hold { /* BH_TRACK_HOLD, per thread index */
+	uint64_t held, start, gen;
+};
+
+struct bhs_att {
+	/* Line 1: what the fast paths read. */
+	_Alignas(BH_CACHELINE) struct bhs_seg *seg;
+	struct bhs_slot **tmap; /* bhi_tindex - 1 -> this thread's slot */
+	_Atomic uint32_t xfer;  /* XFER_RUNNING, XFER_FENCED */
+	uint32_t flags;         /* the bulkhead's BH_* flags */
+
+	_Alignas(BH_CACHELINE) pthread_mutex_t mu; /* below, unless noted */
+	pthread_mutex_t xmu;       /* one transfer at a time */
+	pthread_mutex_t hmu;       /* our threads take the internal lock one at
+				    * a time: held while it is held or awaited */
+	struct bhs_proc *proc;     /* NULL: not registered (yet, or since fork) */
+	uint32_t pidx;             /* index of proc */
+	uint32_t lockval;          /* our value of the internal lock word */
+	struct bhs_slot *shared;   /* threads without a slot of their own use
+				    * it holding the internal lock */
+	struct bhs_slot *slots;    /* the segment's arrays */
+	struct bhs_proc *procs;
+	struct bhs_qnode *qnodes;
+	uint32_t nprocs, nslots, nextra;
+	int fd;                    /* our own open file description */
+	dev_t dev;
+	ino_t ino;
+	size_t size;
+	unsigned refs;             /* handles */
+	struct bhs_att *next;      /* the registry (registry lock) */
+	const struct bhi_sync_ops *ops;
+	uint32_t spin_iters;
+	uint64_t spin_ns;
+	uint64_t poll_ns;          /* longest sleep before looking for the dead */
+	struct bhs_hold *hold;     /* BH_TRACK_HOLD: per thread index */
+	/* Async: this process's queued nodes by extra-node index, and the
+	 * agent thread that delivers their grants. */
+	struct bh_async *_Atomic *anode;
+	pthread_t agent;
+	bool agent_on;             /* mu */
+	_Atomic bool agent_stop;
+	pthread_cond_t delivered;  /* with mu: an async delivery finished */
+	uint32_t *order;           /* scratch for rebuild(), under the lock */
+	char name[BH_NAME_MAX];
+};
+
+#define XFER_RUNNING 1u /* a transfer between this process's slots runs */
+#define XFER_FENCED 2u  /* no membarrier(2): release windows fence themselves */
+
+static inline struct bhs_att *att_of(const struct bulkhead *bh)
+{
+	return bh->ext;
+}
+
+static inline struct bhs_slot *slot_at(const struct bhs_att *a, uint32_t i)
+{
+	return &a->slots[i];
+}
+
+static inline uint32_t slot_index(const struct bhs_att *a, const struct bhs_slot *s)
+{
+	return (uint32_t)(s - a->slots);
+}
+
+static inline struct bhs_qnode *qnode_at(const struct bhs_att *a, uint32_t i)
+{
+	return &a->qnodes[i];
+}
+
+static inline uint32_t nqnodes(const struct bhs_att *a)
+{
+	return a->nslots + a->nextra;
+}
+
+static inline uint64_t load_sword(const struct bhs_att *a)
+{
+	return atomic_load_explicit(&a->seg->word, memory_order_relaxed);
+}
+
+static inline bool cas_sword(struct bhs_att *a, uint64_t *w, uint64_t nw)
+{
+	/* acq_rel: a taker sees what the previous holder wrote (pairs with the
+	 * releasing CAS), and a window's PEND store is ordered before it
+	 * (pairs with the freeze in rebuild()); a failure hands back the real
+	 * word, acquired so the retry reads fresh ledgers. */
+	return atomic_compare_exchange_weak_explicit(&a->seg->word, w, nw, memory_order_acq_rel,
+						     memory_order_acquire);
+}
+
+/* ---- the word and the ledgers, for every file of the layer ---------------------- */
+
+static inline bool n_valid(uint32_t n)
+{
+	return n - 1u < BH_LIMIT_MAX;
+}
+
+/* A newcomer may take n permits: as in the core, plus not while frozen. */
+static inline bool may_take(uint64_t w, uint32_t n)
+{
+	if (w & (W_CLOSED | W_STARVING | S_FROZEN))
+		return false;
+	if ((w & S_NQ_MASK) && !(w & W_WOKEN))
+		return false;
+	return w_avail(w) >= (int64_t)n;
+}
+
+/* A release may skip the lock: nobody queued needs serving, not frozen,
+ * and (a check the ledgers make redundant) the word has room for it. */
+static inline bool may_give(uint64_t w, uint32_t n)
+{
+	if (w & S_FROZEN)
+		return false;
+	if ((w & S_NQ_MASK) && !(w & W_WOKEN))
+		return false;
+	return w_avail(w) + n <= (int64_t)w_limit(w);
+}
+
+static inline uint64_t held_of(struct bhs_slot *s, uint64_t ledger)
+{
+	uint64_t d = atomic_load_explicit(&s->debit, memory_order_relaxed);
+
+	return (ledger & S_HELD_MASK) - d;
+}
+
+/* ---- windows ------------------------------------------------------------- */
+
+/* Open a window: mark the ledger, before the CAS. No fence against
+ * recoveries: a CAS that succeeds after the store is a release that the
+ * freeze acquires. (A release window also orders the mark before its look
+ * at a->xfer: see bhs_give_on.) */
+static inline uint64_t win_open(struct bhs_slot *s)
+{
+	uint64_t l = atomic_load_explicit(&s->ledger, memory_order_relaxed);
+
+	atomic_store_explicit(&s->ledger, l | S_PEND, memory_order_relaxed);
+	return l;
+}
+
+/* Close it with the new count. release: pairs with a recovery's or a
+ * transferer's acquire load of a ledger without PEND. */
+static inline void win_close(struct bhs_slot *s, uint64_t l)
+{
+	atomic_store_explicit(&s->ledger, l, memory_order_release);
+}
+
+/* ---- build-time crash points (tests only) ------------------------------------ */
+
+enum bhs_point {
+	BP_NONE,
+	BP_ACQ_CAS,   /* acquire: the permits are taken, the ledger not written */
+	BP_REL_CAS,   /* release: the permits are back, the ledger not written */
+	BP_QUEUED,    /* a blocking waiter is queued, the lock dropped */
+	BP_LOCKED,    /* a grant is half made: the permits are off the word,
+		       * the waiter not yet told, the lock held */
+	BP_GRANTED,   /* a waiter saw its grant, before claiming it */
+	BP_XFER,      /* a transfer between slots is half made */
+	BP_REBUILD,   /* a recovery has frozen the word */
+	BP_CLAIM,     /* a grant claimed from its node, the ledger not yet written */
+	BP_HOLD_LOCK, /* the internal lock was just taken */
+	BP_NPOINTS,
+};
+
+#ifdef BHS_CRASH_POINTS
+void bhs_point(enum bhs_point p);
+#define BHS_POINT(p) bhs_point(p)
+#else
+#define BHS_POINT(p) ((void)0)
+#endif
+
+/* ---- across the layer's files ------------------------------------------------- */
+
+/* lock.c */
+void bhs_lock(struct bhs_att *a);
+void bhs_unlock(struct bhs_att *a);
+bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx);
+
+/* fast.c */
+enum { GIVE_OK, GIVE_SHORT, GIVE_LOCK, GIVE_XFER };
+struct bhs_slot *bhs_slot_for(struct bhs_att *a, bool *shared);
+void bhs_slot_count(struct bhs_att *a, struct bhs_slot *s, enum bhi_counter c);
+bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n);
+int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n);
+int bhs_give_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t n);
+int bhs_transfer(struct bhs_att *a, struct bhs_slot *t, uint32_t n);
+void bhs_wait_thaw(struct bhs_att *a);
+bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t expect,
+		  uint32_t final, bool locked);
+void bhs_hold_begin(struct bhs_att *a, uint32_t n);
+void bhs_hold_end(struct bhs_att *a, uint32_t n);
+
+/* queue.c */
+int bhs_try_slow(struct bhs_att *a, uint32_t n);
+int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline_ns);
+int bhs_release_slow(struct bhs_att *a, uint32_t n);
+void bhs_wake_later(struct bhs_att *a, _Atomic uint32_t *word, bool raw);
+void bhs_flush_wakes(struct bhs_att *a);
+void bhs_dispatch_locked(struct bhs_att *a);
+void bhs_unqueue_locked(struct bhs_att *a, uint32_t qi);
+void bhs_q_remove_locked(struct bhs_att *a, uint32_t qi);
+void bhs_notify_locked(struct bhs_att *a, uint32_t qi, uint32_t state);
+uint32_t bhs_extra_alloc_locked(struct bhs_att *a);
+void bhs_extra_free_locked(struct bhs_att *a, uint32_t qi);
+int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t n,
+		     uint32_t kind);
+void bhs_record_wait(struct bhs_att *a, uint64_t enqueued_ns, int result);
+void bhs_note_release_locked(struct bhs_att *a);
+
+/* async.c */
+void bhs_agent_start(struct bhs_att *a);
+void bhs_agent_stop(struct bhs_att *a);
+
+/* reclaim.c */
+bool bhs_maybe_scan(struct bhs_att *a);
+bool bhs_scan_locked(struct bhs_att *a);
+bool bhs_rebuild_locked(struct bhs_att *a, bool must);
+void bhs_reclaim_self_locked(struct bhs_att *a);
+void bhs_free_proc_locked(struct bhs_att *a, uint32_t pidx);
+uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open_window);
+
+/* open.c */
+int bhs_register(struct bhs_att *a);
+
+#endif /* BH_SHM_SEG_H */

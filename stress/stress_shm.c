@@ -1,0 +1,707 @@
+/*
+ * stress_shm: worker processes x threads hammer one host-wide bulkhead with
+ * random operations (try, timed and forever acquires, async acquires with
+ * and without cancel, releases on the taking thread or handed to a sibling
+ * thread) while a killer SIGKILLs a random worker at a random instant and
+ * starts a new one in its place.
+ *
+ * Invariants are counted outside the library, in a separate shared segment
+ * with a record per worker thread (so a dead process's share is known):
+ *
+ *  - in flight never above the limit: a thread adds n to a global counter
+ *    after its acquire returned and takes it off before it releases, and
+ *    checks the sum against the limit. Before a kill the killer stops the
+ *    victim (SIGSTOP: it dies at that instant) and takes the victim's share
+ *    off the counter first, so permits the library gives back are never
+ *    counted twice (the stop is retried while a thread of the victim is in
+ *    the middle of updating its share);
+ *  - reclaimed equals what the dead held: the victim's records give its
+ *    holdings exactly, or a range when a thread was inside a call (an
+ *    acquire that may or may not have been granted, a release that may or
+ *    may not have happened); the library's reclaimed counter must move by
+ *    exactly that, or within that range, when the death is processed;
+ *  - a death is processed within a second (the killer usually asks for a
+ *    look at once; one kill in eight is left to the survivors' own polls);
+ *  - no waiter stranded: a timed wait returns between its deadline and the
+ *    deadline plus a slack, and at the end every worker returns;
+ *  - every permit back at quiesce: nothing in flight or queued, every
+ *    permit takeable once and not one more, one process attached, and the
+ *    global counter back at zero.
+ *
+ * Prints kills survived, kills whose victim was inside a call, rebuilds,
+ * and the slowest detection. BH_STRESS_SECONDS, BH_STRESS_SEED as for the
+ * other programs; BH_STRESS_PROCS, BH_STRESS_THREADS override the shape.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bulkhead.h"
+#include "bulkhead/shm.h"
+#include "shm/hooks.h"
+#include "shm/seg.h"
+
+#define MAX_PROCS 8
+#define MAX_THREADS 8
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SCALE 4 /* sanitizers slow everything down */
+#endif
+#ifdef __has_feature
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SCALE 4
+#endif
+#endif
+#ifndef SCALE
+#define SCALE 1
+#endif
+/* A wait may return this much after its deadline (a loaded machine, and a
+ * victim the killer keeps stopped while it reads its records, if it held
+ * the internal lock). */
+#define SLACK_NS ((uint64_t)(env_num("BH_STRESS_SLACK_MS", 1000 * SCALE) * 1e6))
+/* A death must be processed within this. */
+#define DETECT_NS ((uint64_t)(env_num("BH_STRESS_DETECT_MS", 1000 * SCALE) * 1e6))
+
+enum { PH_IDLE, PH_ACQ, PH_REL, PH_ADD, PH_SUB };
+
+/* One worker thread's record (the agent's callbacks use record T). */
+struct rec {
+	_Atomic int64_t held;    /* permits its process holds by its account */
+	_Atomic uint32_t pend;   /* n of a call in progress */
+	_Atomic uint32_t phase;  /* PH_*: what the call in progress is */
+	_Atomic int64_t contrib; /* its share of the global counter */
+	_Atomic uint64_t ops;
+};
+
+struct wproc {
+	_Atomic pid_t pid;
+	_Atomic uint32_t ready; /* registered: a death is something to find */
+	struct rec r[MAX_THREADS + 1];
+};
+
+struct ext {
+	_Atomic int64_t inflight; /* the global counter */
+	_Atomic uint32_t stop;
+	_Atomic uint32_t failed;
+	char why[256];
+	struct wproc p[MAX_PROCS];
+	_Atomic uint64_t timed_ok, timed_out, busy, tries_ok, async_ok, async_cancel,
+		handed, forever_ok;
+};
+
+static struct ext *ext;
+static bulkhead_t *inherited; /* the killer's handle, which workers inherit */
+static char name[64];
+static uint32_t limit, nprocs, nthreads;
+static uint64_t seed;
+static double seconds;
+
+static uint64_t mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s = mix(*s);
+	return *s;
+}
+
+static uint32_t below(uint64_t *s, uint32_t bound)
+{
+	return (uint32_t)(rnd(s) % bound);
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (atomic_exchange(&ext->failed, 1))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(ext->why, sizeof(ext->why), fmt, ap);
+	va_end(ap);
+}
+
+static double env_num(const char *k, double def)
+{
+	const char *v = getenv(k);
+
+	return v && *v ? strtod(v, NULL) : def;
+}
+
+/* ---- a worker ------------------------------------------------------------ */
+
+struct worker {
+	bulkhead_t *bh;
+	struct wproc *wp;
+	uint32_t slot;
+	/* permits handed between this process's threads */
+	pthread_mutex_t mbox_mu;
+	uint32_t mbox[64];
+	unsigned nmbox;
+};
+
+struct wthread {
+	struct worker *w;
+	struct rec *r;
+	uint64_t rng;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int async_result, async_done;
+};
+
+/* The share of the global counter: PH_ADD/PH_SUB mark the instants when
+ * the record and the counter disagree, for the killer to avoid. */
+static void count_in(struct rec *r, uint32_t n)
+{
+	int64_t now;
+
+	atomic_store(&r->phase, PH_ADD);
+	atomic_fetch_add(&r->held, n);
+	atomic_fetch_add(&r->contrib, n);
+	now = atomic_fetch_add(&ext->inflight, n) + n;
+	atomic_store(&r->phase, PH_ACQ);
+	if (now > (int64_t)limit)
+		fail("%" PRId64 " permits in flight, above the limit %u", now, limit);
+}
+
+static void count_out(struct rec *r, uint32_t n)
+{
+	atomic_store(&r->phase, PH_SUB);
+	atomic_fetch_sub(&ext->inflight, n);
+	atomic_fetch_sub(&r->contrib, n);
+	atomic_fetch_sub(&r->held, n);
+	atomic_store(&r->phase, PH_REL);
+}
+
+static void do_release(struct wthread *t, uint32_t n)
+{
+	int r;
+
+	atomic_store(&t->r->pend, n);
+	atomic_store(&t->r->phase, PH_REL);
+	count_out(t->r, n);
+	r = bh_release(t->w->bh, n);
+	if (r != 0)
+		fail("release of %u held permits returned %d", n, r);
+	atomic_store(&t->r->phase, PH_IDLE);
+	atomic_store(&t->r->pend, 0);
+}
+
+static void hold(struct wthread *t)
+{
+	switch (below(&t->rng, 4)) {
+	case 0:
+		break;
+	case 1:
+		sched_yield();
+		break;
+	default: {
+		struct timespec ts = { 0, (long)below(&t->rng, 200) * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	}
+}
+
+/* Release on this thread, or hand to a sibling (who releases later). */
+static void put_back(struct wthread *t, uint32_t n)
+{
+	struct worker *w = t->w;
+
+	hold(t);
+	if (nthreads > 1 && below(&t->rng, 4) == 0) {
+		pthread_mutex_lock(&w->mbox_mu);
+		if (w->nmbox < 64) {
+			w->mbox[w->nmbox++] = n;
+			n = 0;
+		}
+		pthread_mutex_unlock(&w->mbox_mu);
+		if (!n) {
+			atomic_fetch_add(&ext->handed, 1);
+			return;
+		}
+	}
+	do_release(t, n);
+}
+
+/* Permits handed to us: ours to release (the count moves with them). */
+static void drain_mbox(struct wthread *t)
+{
+	struct worker *w = t->w;
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&w->mbox_mu);
+	if (w->nmbox)
+		n = w->mbox[--w->nmbox];
+	pthread_mutex_unlock(&w->mbox_mu);
+	if (n)
+		do_release(t, n);
+}
+
+static void acquired(struct wthread *t, uint32_t n)
+{
+	count_in(t->r, n);
+	atomic_store(&t->r->phase, PH_IDLE);
+	atomic_store(&t->r->pend, 0);
+	put_back(t, n);
+}
+
+static void async_cb(struct bh_async *node, int result)
+{
+	struct wthread *t = node->data;
+	struct rec *agent = &t->w->wp->r[nthreads];
+
+	if (result == 0) {
+		atomic_store(&agent->pend, node->link.n);
+		count_in(agent, node->link.n); /* the agent's record, its thread */
+		atomic_store(&agent->phase, PH_IDLE);
+		atomic_store(&agent->pend, 0);
+	}
+	pthread_mutex_lock(&t->mu);
+	t->async_result = result;
+	t->async_done = 1;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void op_async(struct wthread *t, uint32_t n)
+{
+	struct bh_async node;
+	struct timespec ts;
+	int r, done;
+
+	t->async_done = 0;
+	atomic_store(&t->r->pend, n);
+	atomic_store(&t->r->phase, PH_ACQ);
+	r = bh_acquire_async(t->w->bh, &node, n, async_cb, t);
+	if (r == 0) {
+		atomic_fetch_add(&ext->async_ok, 1);
+		acquired(t, n);
+		return;
+	}
+	if (r != 1) {
+		if (r != -EBUSY)
+			fail("bh_acquire_async returned %d", r);
+		atomic_fetch_add(&ext->busy, 1);
+		goto done;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)below(&t->rng, 3) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&t->mu);
+	while (!t->async_done && pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
+		;
+	done = t->async_done;
+	pthread_mutex_unlock(&t->mu);
+	if (!done && bh_cancel_async(t->w->bh, &node) == 1) {
+		atomic_fetch_add(&ext->async_cancel, 1);
+		goto done;
+	}
+	pthread_mutex_lock(&t->mu);
+	while (!t->async_done)
+		pthread_cond_wait(&t->cv, &t->mu);
+	pthread_mutex_unlock(&t->mu);
+	if (t->async_result != 0) {
+		fail("async callback got %d", t->async_result);
+		goto done;
+	}
+	/* The agent counted it in its record; the permits move to ours. */
+	atomic_fetch_add(&ext->async_ok, 1);
+	atomic_store(&t->r->phase, PH_IDLE);
+	atomic_store(&t->r->pend, 0);
+	put_back(t, n);
+	return;
+done:
+	atomic_store(&t->r->phase, PH_IDLE);
+	atomic_store(&t->r->pend, 0);
+}
+
+static void op_blocking(struct wthread *t, uint32_t n, bool forever)
+{
+	uint64_t t0 = bh_now_ns();
+	uint64_t deadline = forever ? BH_FOREVER : t0 + below(&t->rng, 8) * BH_MSEC;
+	uint64_t end;
+	int r;
+
+	atomic_store(&t->r->pend, n);
+	atomic_store(&t->r->phase, PH_ACQ);
+	r = forever ? bh_acquire(t->w->bh, n, deadline)
+		    : below(&t->rng, 3) ? bh_acquire(t->w->bh, n, deadline)
+					: bh_try_acquire(t->w->bh, n);
+	end = bh_now_ns();
+	if (r == 0) {
+		atomic_fetch_add(forever ? &ext->forever_ok : &ext->timed_ok, 1);
+		acquired(t, n);
+		return;
+	}
+	if (r == -ETIMEDOUT) {
+		atomic_fetch_add(&ext->timed_out, 1);
+		if (end < deadline)
+			fail("-ETIMEDOUT %" PRIu64 " ns before the deadline", deadline - end);
+		if (end > deadline + SLACK_NS)
+			fail("a wait came back %" PRIu64 " ms after its deadline",
+			     (uint64_t)((end - deadline) / BH_MSEC));
+	} else if (r == -EBUSY) {
+		atomic_fetch_add(&ext->busy, 1);
+	} else {
+		fail("acquire returned %d", r);
+	}
+	atomic_store(&t->r->phase, PH_IDLE);
+	atomic_store(&t->r->pend, 0);
+}
+
+static void *worker_thread(void *arg)
+{
+	struct wthread *t = arg;
+
+	while (!atomic_load(&ext->stop) && !atomic_load(&ext->failed)) {
+		uint32_t n = 1 + below(&t->rng, limit < 3 ? limit : 3);
+		uint32_t op = below(&t->rng, 20);
+
+		drain_mbox(t);
+		if (op < 8)
+			op_blocking(t, n, false);
+		else if (op < 10)
+			op_blocking(t, n, true);
+		else if (op < 14)
+			op_async(t, n);
+		else
+			op_blocking(t, n, false);
+		atomic_fetch_add(&t->r->ops, 1);
+	}
+	return NULL;
+}
+
+/* Even slots keep the handle they inherit (the prefork pattern); odd ones
+ * drop it and open their own. */
+static int worker_main(uint32_t slot, uint64_t rng)
+{
+	struct worker w = { .slot = slot, .mbox_mu = PTHREAD_MUTEX_INITIALIZER };
+	struct wthread t[MAX_THREADS];
+	pthread_t tid[MAX_THREADS];
+	int64_t held = 0;
+	int r;
+
+	w.wp = &ext->p[slot];
+	w.bh = inherited;
+	if (slot % 2) {
+		bh_destroy(inherited);
+		if ((r = bh_shm_open(name, NULL, 0, &w.bh)) != 0) {
+			fail("worker: bh_shm_open returned %d", r);
+			return 1;
+		}
+	} else if ((r = bh_try_acquire(w.bh, 1)) == 0) { /* registers */
+		bh_release(w.bh, 1);
+	} else if (r != -EBUSY) {
+		fail("worker: first try returned %d", r);
+		return 1;
+	}
+	atomic_store(&w.wp->ready, 1);
+	for (uint32_t i = 0; i < nthreads; i++) {
+		t[i] = (struct wthread){ .w = &w, .r = &w.wp->r[i], .rng = mix(rng + i) };
+		pthread_mutex_init(&t[i].mu, NULL);
+		pthread_cond_init(&t[i].cv, NULL);
+		pthread_create(&tid[i], NULL, worker_thread, &t[i]);
+	}
+	for (uint32_t i = 0; i < nthreads; i++)
+		pthread_join(tid[i], NULL);
+	while (w.nmbox)
+		drain_mbox(&t[0]);
+	for (uint32_t i = 0; i <= nthreads; i++)
+		held += atomic_load(&w.wp->r[i].held);
+	if (held != 0)
+		fail("a worker finished holding %" PRId64 " permits by its own account", held);
+	bh_destroy(w.bh);
+	return 0;
+}
+
+/* ---- the killer ---------------------------------------------------------------- */
+
+static pid_t start_worker(uint32_t slot, uint64_t rng)
+{
+	pid_t pid;
+
+	memset(&ext->p[slot].r, 0, sizeof(ext->p[slot].r));
+	atomic_store(&ext->p[slot].ready, 0);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(worker_main(slot, rng));
+	atomic_store(&ext->p[slot].pid, pid);
+	return pid;
+}
+
+struct snapshot {
+	int64_t held, pend, contrib;
+	bool inside; /* some thread was inside a call */
+};
+
+static bool consistent(struct wproc *wp, struct snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (uint32_t i = 0; i <= nthreads; i++) {
+		struct rec *r = &wp->r[i];
+		uint32_t ph = atomic_load(&r->phase);
+
+		if (ph == PH_ADD || ph == PH_SUB)
+			return false;
+		s->held += atomic_load(&r->held);
+		s->contrib += atomic_load(&r->contrib);
+		s->pend += atomic_load(&r->pend);
+		s->inside |= atomic_load(&r->pend) != 0;
+	}
+	return true;
+}
+
+/* Stop the victim where its records agree with the counter. */
+static bool stop_victim(pid_t pid, struct wproc *wp, struct snapshot *s)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		int st;
+
+		kill(pid, SIGSTOP);
+		if (waitpid(pid, &st, WUNTRACED) != pid || !WIFSTOPPED(st))
+			return false;
+		if (consistent(wp, s))
+			return true;
+		kill(pid, SIGCONT);
+		sched_yield();
+	}
+	return false;
+}
+
+static void dump(bulkhead_t *bh);
+
+struct tally {
+	uint64_t kills, inside, natural, detect_max_ns;
+	int64_t reclaimed;
+};
+
+static void kill_one(bulkhead_t *bh, struct bhs_seg *g, uint64_t *rng, struct tally *t)
+{
+	uint32_t slot = below(rng, nprocs);
+	struct wproc *wp = &ext->p[slot];
+	pid_t pid = atomic_load(&wp->pid);
+	struct snapshot s;
+	uint64_t deaths, r0, t0, d;
+	bool natural = below(rng, 8) == 0;
+
+	while (!atomic_load(&wp->ready) && !atomic_load(&ext->failed))
+		usleep(100);
+	if (!stop_victim(pid, wp, &s)) {
+		fail("could not stop worker %d", (int)pid);
+		return;
+	}
+	atomic_fetch_sub(&ext->inflight, s.contrib);
+	deaths = atomic_load(&g->deaths);
+	r0 = atomic_load(&g->reclaimed);
+	kill(pid, SIGKILL);
+	kill(pid, SIGCONT);
+	waitpid(pid, NULL, 0);
+	t0 = bh_now_ns();
+	if (!natural)
+		bhs_scan_now(bh);
+	while (atomic_load(&g->deaths) == deaths) {
+		struct bh_stats st;
+
+		if (getenv("BH_STRESS_DEBUG") && bh_now_ns() - t0 > 500 * BH_MSEC) {
+			dump(bh);
+			exit(3);
+		}
+		if (bh_now_ns() - t0 > DETECT_NS) {
+			fail("the death of worker %d was not processed within %d ms", (int)pid,
+			     (int)(DETECT_NS / BH_MSEC));
+			return;
+		}
+		usleep(natural ? 2000 : 200);
+		if (natural)
+			bh_stats(bh, &st); /* a caller; looks when a look is due */
+		else
+			bhs_scan_now(bh);
+	}
+	if (natural && bh_now_ns() - t0 > t->detect_max_ns)
+		t->detect_max_ns = bh_now_ns() - t0;
+	d = atomic_load(&g->reclaimed) - r0;
+	if ((int64_t)d < s.held || (int64_t)d > s.held + s.pend)
+		fail("reclaimed %" PRIu64 " from worker %d, which held %" PRId64
+		     " (+%" PRId64 " in a call)",
+		     d, (int)pid, s.held, s.pend);
+	t->kills++;
+	t->inside += s.inside;
+	t->natural += natural;
+	t->reclaimed += (int64_t)d;
+	start_worker(slot, rnd(rng));
+}
+
+static void dump(bulkhead_t *bh);
+/* The segment as the killer sees it, for a failure report. */
+static void dump(bulkhead_t *bh)
+{
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct bhs_att *a = bh->ext;
+	uint64_t w = atomic_load(&g->word);
+
+	fprintf(stderr, "  word: avail %" PRId64 " limit %u queued %u%s%s%s%s; lock 0x%08x; "
+		"deaths %" PRIu64 " rebuilds %" PRIu64 " gave up %" PRIu64 "\n",
+		w_avail(w), w_limit(w), s_nq(w), w & S_FROZEN ? " FROZEN" : "",
+		w & W_STARVING ? " STARVING" : "", w & W_WOKEN ? " WOKEN" : "",
+		w & W_CLOSED ? " CLOSED" : "", atomic_load(&g->lock),
+		atomic_load(&g->deaths), atomic_load(&g->rebuilds), atomic_load(&g->rebuild_waits));
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		struct bhs_proc *p = &a->procs[i];
+
+		if (atomic_load(&p->state) == PS_FREE)
+			continue;
+		fprintf(stderr, "  proc %u: pid %d gen %u %s\n", i, (int)atomic_load(&p->pid),
+			atomic_load(&p->gen), bhs_proc_alive(a, i) ? "alive" : "DEAD");
+	}
+	for (uint32_t i = 0; i < a->nslots; i++) {
+		struct bhs_slot *sl = &a->slots[i];
+		uint64_t l = atomic_load(&sl->ledger);
+
+		if (atomic_load(&sl->owner))
+			fprintf(stderr, "  slot %u: owner %u ledger %" PRIu64 "%s debit %" PRIu64 "\n",
+				i, atomic_load(&sl->owner) - 1, (uint64_t)(l & S_HELD_MASK),
+				l & S_PEND ? " PEND" : "", atomic_load(&sl->debit));
+	}
+	for (uint32_t i = 0; i < a->nslots + a->nextra; i++) {
+		struct bhs_qnode *q = &a->qnodes[i];
+
+		if (atomic_load(&q->kind) != QK_NONE || atomic_load(&q->linked))
+			fprintf(stderr, "  node %u: owner %d kind %u state %u n %u linked %u\n", i,
+				(int)atomic_load(&q->owner) - 1, atomic_load(&q->kind),
+				atomic_load(&q->state), atomic_load(&q->n), atomic_load(&q->linked));
+	}
+}
+
+static int finish(bulkhead_t *bh, struct tally *t)
+{
+	struct bh_stats st;
+	uint64_t end = bh_now_ns() + 60 * BH_SEC;
+	int status, bad = 0;
+
+	atomic_store(&ext->stop, 1);
+	for (uint32_t i = 0; i < nprocs; i++) {
+		pid_t pid = atomic_load(&ext->p[i].pid);
+
+		while (waitpid(pid, &status, WNOHANG) == 0) {
+			if (bh_now_ns() > end) {
+				fail("worker %d did not finish: a waiter stranded?", (int)pid);
+				kill(pid, SIGKILL);
+			}
+			usleep(1000);
+		}
+		bad |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	}
+	if (bad)
+		fail("a worker exited abnormally");
+	bh_stats(bh, &st);
+	if (st.in_flight || st.queued)
+		fail("at quiesce %llu in flight, %llu queued", (unsigned long long)st.in_flight,
+		     (unsigned long long)st.queued);
+	if (st.processes != 1)
+		fail("at quiesce %llu processes attached", (unsigned long long)st.processes);
+	if (bh_try_acquire(bh, limit) != 0 || bh_try_acquire(bh, 1) != -EBUSY ||
+	    bh_release(bh, limit) != 0)
+		fail("not every permit is back exactly once");
+	if (atomic_load(&ext->inflight) != 0)
+		fail("the outside count ends at %" PRId64, atomic_load(&ext->inflight));
+	if ((int64_t)st.reclaimed != t->reclaimed)
+		fail("reclaimed %llu in all, the kills account for %" PRId64,
+		     (unsigned long long)st.reclaimed, t->reclaimed);
+	return atomic_load(&ext->failed);
+}
+
+int main(void)
+{
+	const char *s = getenv("BH_STRESS_SEED");
+	struct bh_config cfg = { 0 };
+	struct tally t = { 0 };
+	bulkhead_t *bh;
+	struct bhs_seg *g;
+	uint64_t rng, end, ops = 0, rebuilds;
+	char dir[] = "/tmp/bh-stress-shm.XXXXXX";
+	int r;
+
+	seconds = env_num("BH_STRESS_SECONDS", 3);
+	seed = s && *s ? strtoull(s, NULL, 0) : mix(bh_now_ns() ^ ((uint64_t)getpid() << 32));
+	rng = seed;
+	limit = 2 + below(&rng, 9);
+	nprocs = (uint32_t)env_num("BH_STRESS_PROCS", 4);
+	nthreads = (uint32_t)env_num("BH_STRESS_THREADS", 3);
+	nprocs = nprocs < 1 ? 1 : nprocs > MAX_PROCS ? MAX_PROCS : nprocs;
+	nthreads = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
+	cfg.max_concurrent = limit;
+	cfg.queue_capacity = 2 + below(&rng, 30);
+	cfg.flags = below(&rng, 2) ? BH_FAIR : 0;
+	printf("stress_shm: seed=0x%016" PRIx64 " seconds=%g (replay: BH_STRESS_SEED=0x%016" PRIx64
+	       ")\n",
+	       seed, seconds, seed);
+	printf("stress_shm: %u processes x %u threads, limit %u, queue %u, %s\n", nprocs, nthreads,
+	       limit, cfg.queue_capacity, cfg.flags ? "fair" : "unfair");
+	fflush(stdout);
+	if (!mkdtemp(dir))
+		return 1;
+	setenv("BH_SHM_DIR", dir, 1);
+	ext = mmap(NULL, sizeof(*ext), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (ext == MAP_FAILED)
+		return 1;
+	snprintf(name, sizeof(name), "stress-%d", (int)getpid());
+	if ((r = bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_EXCL, &bh)) != 0) {
+		printf("stress_shm: FAIL bh_shm_open returned %d\n", r);
+		return 1;
+	}
+	g = bhs_segment(bh, NULL);
+	inherited = bh;
+	for (uint32_t i = 0; i < nprocs; i++)
+		start_worker(i, rnd(&rng));
+	end = bh_now_ns() + (uint64_t)(seconds * 1e9);
+	while (bh_now_ns() < end && !atomic_load(&ext->failed)) {
+		usleep(1000 + below(&rng, 15000));
+		kill_one(bh, g, &rng, &t);
+	}
+	finish(bh, &t);
+	for (uint32_t i = 0; i < nprocs; i++)
+		for (uint32_t k = 0; k <= nthreads; k++)
+			ops += atomic_load(&ext->p[i].r[k].ops);
+	rebuilds = atomic_load(&g->rebuilds);
+	if (atomic_load(&ext->failed))
+		dump(bh);
+	bh_destroy(bh);
+	bh_shm_unlink(name);
+	rmdir(dir);
+	if (atomic_load(&ext->failed)) {
+		printf("stress_shm: FAIL after %u kills (seed=0x%016" PRIx64 "): %s\n",
+		       (unsigned)t.kills, seed, ext->why);
+		return 1;
+	}
+	printf("stress_shm: PASS seed=0x%016" PRIx64 " kills=%" PRIu64 " (inside a call %" PRIu64
+	       ", left to the survivors %" PRIu64 ", slowest found %.0f ms) reclaimed=%" PRId64
+	       " rebuilds=%" PRIu64 " | ok: timed=%" PRIu64 " forever=%" PRIu64 " async=%" PRIu64
+	       " | timed_out=%" PRIu64 " busy=%" PRIu64 " cancelled=%" PRIu64 " handed=%" PRIu64
+	       " ops(last workers)=%" PRIu64 "\n",
+	       seed, t.kills, t.inside, t.natural, (double)t.detect_max_ns / 1e6, t.reclaimed,
+	       rebuilds, atomic_load(&ext->timed_ok),
+	       atomic_load(&ext->forever_ok), atomic_load(&ext->async_ok),
+	       atomic_load(&ext->timed_out), atomic_load(&ext->busy),
+	       atomic_load(&ext->async_cancel), atomic_load(&ext->handed), ops);
+	return 0;
+}

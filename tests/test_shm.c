@@ -1,0 +1,933 @@
+/* Host-wide bulkheads: names, files, the header, attaching, ledgers and the
+ * fast paths, fork and exec. Cross-process behaviour is tested with real
+ * forked processes in a private BH_SHM_DIR. */
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include "bulkhead/metrics.h"
+#include "shmutil.h"
+#include "shm/seg.h"
+#include "shm/dispatch.h"
+
+/* ---- names, flags, configuration ---------------------------------------- */
+
+static void test_names(void **state)
+{
+	char longest[BH_SHM_NAME_MAX + 2];
+	bulkhead_t *bh = NULL;
+	struct bh_config cfg = { .max_concurrent = 1 };
+
+	(void)state;
+	memset(longest, 'n', sizeof(longest));
+	longest[BH_SHM_NAME_MAX + 1] = '\0';
+	assert_int_equal(bh_shm_open(NULL, &cfg, BH_SHM_CREATE, &bh), -EINVAL);
+	assert_int_equal(bh_shm_open("", &cfg, BH_SHM_CREATE, &bh), -EINVAL);
+	assert_int_equal(bh_shm_open("a/b", &cfg, BH_SHM_CREATE, &bh), -EINVAL);
+	assert_int_equal(bh_shm_open("/a", &cfg, BH_SHM_CREATE, &bh), -EINVAL);
+	assert_int_equal(bh_shm_open(longest, &cfg, BH_SHM_CREATE, &bh), -ENAMETOOLONG);
+	assert_int_equal(bh_shm_unlink(""), -EINVAL);
+	assert_int_equal(bh_shm_unlink("x/y"), -EINVAL);
+	assert_int_equal(bh_shm_unlink(longest), -ENAMETOOLONG);
+	assert_null(bh);
+	longest[BH_SHM_NAME_MAX] = '\0'; /* the longest allowed */
+	assert_int_equal(bh_shm_open(longest, &cfg, BH_SHM_CREATE, &bh), 0);
+	assert_string_equal(bh_name(bh), longest);
+	shm_done(bh, longest);
+	assert_int_equal(bh_shm_unlink(longest), -ENOENT);
+	assert_int_equal(shm_files(), 0);
+}
+
+static void test_open_flags(void **state)
+{
+	const char *name = uniq("flags");
+	struct bh_config cfg = { .max_concurrent = 4, .queue_capacity = 2 };
+	bulkhead_t *bh = NULL, *again = NULL;
+
+	(void)state;
+	assert_int_equal(bh_shm_open(name, NULL, 0, &bh), -ENOENT);
+	assert_int_equal(bh_shm_open(name, &cfg, 0, &bh), -ENOENT);
+	assert_int_equal(bh_shm_open(name, NULL, BH_SHM_CREATE, &bh), -EINVAL);
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_EXCL, &bh), -EINVAL);
+	assert_int_equal(bh_shm_open(name, &cfg, 1u << 5, &bh), -EINVAL);
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, NULL), -EINVAL);
+	cfg.max_concurrent = 0;
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh), -EINVAL);
+	cfg.max_concurrent = BH_LIMIT_MAX + 1;
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh), -EINVAL);
+	cfg.max_concurrent = 4;
+	cfg.flags = 1u << 9;
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh), -EINVAL);
+	cfg.flags = 0;
+	assert_int_equal(shm_files(), 0); /* nothing was created */
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_EXCL, &bh), 0);
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_EXCL, &again), -EEXIST);
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &again), 0); /* attaches */
+	bh_destroy(again);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &again), 0);
+	bh_destroy(again);
+	shm_done(bh, name);
+}
+
+static void test_cfg_must_match(void **state)
+{
+	const char *name = uniq("match");
+	struct bh_config cfg = { .max_concurrent = 4, .queue_capacity = 2, .flags = BH_FAIR };
+	struct bh_config other;
+	bulkhead_t *bh, *b2 = NULL;
+
+	(void)state;
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh), 0);
+	other = cfg;
+	other.max_concurrent = 5;
+	assert_int_equal(bh_shm_open(name, &other, BH_SHM_CREATE, &b2), -EINVAL);
+	other = cfg;
+	other.queue_capacity = 3;
+	assert_int_equal(bh_shm_open(name, &other, 0, &b2), -EINVAL);
+	other = cfg;
+	other.flags = 0;
+	assert_int_equal(bh_shm_open(name, &other, 0, &b2), -EINVAL);
+	other = cfg;
+	other.name = "not-it";
+	assert_int_equal(bh_shm_open(name, &other, 0, &b2), -EINVAL);
+	other.name = name;
+	assert_int_equal(bh_shm_open(name, &other, 0, &b2), 0);
+	bh_destroy(b2);
+	/* a later resize does not make matching attaches fail */
+	assert_int_equal(bh_set_limit(bh, 9), 0);
+	assert_int_equal(bh_shm_open(name, &cfg, 0, &b2), 0);
+	assert_int_equal(stats_of(b2).limit, 9);
+	bh_destroy(b2);
+	shm_done(bh, name);
+
+	/* queue capacities above the most a segment queues are the same */
+	name = uniq("match-q");
+	cfg.queue_capacity = BH_QUEUE_UNBOUNDED;
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh), 0);
+	cfg.queue_capacity = BH_SHM_QUEUE_MAX + 1;
+	assert_int_equal(bh_shm_open(name, &cfg, 0, &b2), 0);
+	bh_destroy(b2);
+	cfg.queue_capacity = BH_SHM_QUEUE_MAX - 1;
+	assert_int_equal(bh_shm_open(name, &cfg, 0, &b2), -EINVAL);
+	shm_done(bh, name);
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+static mode_t mode_of(const char *name)
+{
+	char path[512];
+	struct stat st;
+
+	path_for(name, path, sizeof(path));
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_mode & 0777;
+}
+
+static void test_file_modes(void **state)
+{
+	const char *name = uniq("mode");
+	bulkhead_t *bh;
+	mode_t old = umask(022);
+	struct bh_config cfg = { .max_concurrent = 1 };
+
+	(void)state;
+	bh = shm_make(name, 1, 0, 0);
+	assert_int_equal(mode_of(name), 0600);
+	shm_done(bh, name);
+
+	name = uniq("mode");
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_MODE(0640), &bh), 0);
+	assert_int_equal(mode_of(name), 0640);
+	shm_done(bh, name);
+
+	umask(077); /* the umask narrows; nothing widens */
+	name = uniq("mode");
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_MODE(0666), &bh), 0);
+	assert_int_equal(mode_of(name), 0600);
+	shm_done(bh, name);
+	umask(old);
+	assert_int_equal(shm_files(), 0);
+}
+
+static int hold_then_wait(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0)
+		return 1;
+	say(out, 1);
+	hear(in);
+	bh_destroy(bh);
+	return 0;
+}
+
+/* The name goes at unlink; the segment with its last detach. */
+static void test_unlink_then_last_detach(void **state)
+{
+	const char *name = uniq("unlink");
+	char path[512];
+	bulkhead_t *bh = shm_make(name, 2, 0, 0), *b2;
+	struct child c;
+	struct stat st;
+
+	(void)state;
+	path_for(name, path, sizeof(path));
+	c = spawn(hold_then_wait, (void *)name);
+	assert_int_equal(hear(c.rd), 1);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_shm_unlink(name), 0);
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &b2), -ENOENT);
+	/* the attached keep working */
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	say(c.wr, 0);
+	assert_int_equal(reap(&c), 0);
+	/* the child died still attached (its inherited handle): reclaimed */
+	await_in_flight(bh, 1, BH_SEC);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 2), 0);
+	bh_destroy(bh);
+	assert_int_equal(shm_files(), 0);
+}
+
+static void test_name_and_closed_attach(void **state)
+{
+	const char *name = uniq("closed");
+	bulkhead_t *bh = shm_make(name, 2, 0, 0), *b2;
+
+	(void)state;
+	assert_string_equal(bh_name(bh), name);
+	assert_int_equal(bh_close(bh), 0);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &b2), 0);
+	assert_int_equal(bh_try_acquire(b2, 1), -ESHUTDOWN);
+	assert_int_equal(bh_acquire(b2, 1, bh_now_ns() + BH_SEC), -ESHUTDOWN);
+	assert_int_equal(bh_close(b2), -EALREADY);
+	bh_destroy(b2);
+	shm_done(bh, name);
+}
+
+/* ---- the header and bad files ------------------------------------------------- */
+
+static void write_file(const char *name, const void *buf, size_t len)
+{
+	char path[512];
+	int fd;
+
+	path_for(name, path, sizeof(path));
+	fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+}
+
+/* A real segment's bytes (its size in *len). */
+static unsigned char *segment_bytes(size_t *len)
+{
+	const char *name = uniq("image");
+	bulkhead_t *bh = shm_make(name, 3, 2, 0);
+	void *seg = bhs_segment(bh, len);
+	unsigned char *copy = malloc(*len);
+
+	assert_non_null(copy);
+	memcpy(copy, seg, *len);
+	shm_done(bh, name);
+	return copy;
+}
+
+static void expect_refused(const char *name, int err)
+{
+	struct bh_config cfg = { .max_concurrent = 3, .queue_capacity = 2 };
+	char path[512];
+	struct stat before, after;
+	bulkhead_t *bh = NULL;
+
+	path_for(name, path, sizeof(path));
+	assert_int_equal(lstat(path, &before), 0);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &bh), err);
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh), err);
+	assert_null(bh);
+	/* never silently reinitialised */
+	assert_int_equal(lstat(path, &after), 0);
+	assert_int_equal(before.st_size, after.st_size);
+	assert_int_equal(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+	assert_int_equal(before.st_ino, after.st_ino);
+	unlink(path);
+}
+
+static void test_foreign_files_refused(void **state)
+{
+	size_t len;
+	unsigned char *img = segment_bytes(&len), junk[8192];
+	char path[512], target[512];
+	const char *name;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 131 + 7);
+	name = uniq("junk");
+	write_file(name, junk, sizeof(junk));
+	expect_refused(name, -EPROTO);
+	name = uniq("empty");
+	write_file(name, junk, 0);
+	expect_refused(name, -EPROTO);
+	name = uniq("short-junk");
+	write_file(name, junk, 5);
+	expect_refused(name, -EPROTO);
+
+	/* another layout version */
+	img[8]++;
+	name = uniq("layout");
+	write_file(name, img, len);
+	expect_refused(name, -EPROTO);
+	img[8]--;
+
+	/* ours, but damaged: checksum, truncated, extended, renamed */
+	name = uniq("sum");
+	img[70] ^= 1;
+	write_file(name, img, len);
+	expect_refused(name, -EBADMSG);
+	img[70] ^= 1;
+	name = uniq("trunc");
+	write_file(name, img, len / 2);
+	expect_refused(name, -EBADMSG);
+	name = uniq("trunc-hdr");
+	write_file(name, img, 100);
+	expect_refused(name, -EBADMSG);
+	name = uniq("renamed"); /* the header names another bulkhead */
+	write_file(name, img, len);
+	expect_refused(name, -EBADMSG);
+
+	/* not regular files */
+	name = uniq("fifo");
+	path_for(name, path, sizeof(path));
+	assert_int_equal(mkfifo(path, 0600), 0);
+	expect_refused(name, -EPROTO);
+	name = uniq("dir");
+	path_for(name, path, sizeof(path));
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &(bulkhead_t *){ NULL }), -EPROTO);
+	assert_int_equal(bh_shm_open(name, &(struct bh_config){ .max_concurrent = 1 },
+				     BH_SHM_CREATE, &(bulkhead_t *){ NULL }),
+			 -EPROTO);
+	rmdir(path);
+	name = uniq("link");
+	path_for(name, path, sizeof(path));
+	snprintf(target, sizeof(target), "%s/elsewhere", shm_dir);
+	close(open(target, O_CREAT | O_WRONLY, 0600));
+	assert_int_equal(symlink(target, path), 0);
+	expect_refused(name, -EPROTO);
+	unlink(target);
+	free(img);
+	assert_int_equal(shm_files(), 0);
+}
+
+/* Copy a real segment under the name it was made for, with damage, and try
+ * everything on it in a child: a refusal or a working bulkhead, never a
+ * crash or a hang (the child's alarm). Deterministic: a fixed sequence. */
+static int fuzz_child(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	struct bh_stats st;
+	int r = bh_shm_open(arg, NULL, 0, &bh);
+
+	(void)in;
+	alarm(10);
+	say(out, r);
+	if (r == -EPROTO || r == -EBADMSG || r == -ENOSPC)
+		return 0;
+	if (r != 0)
+		return 2;
+	if (bh_try_acquire(bh, 1) == 0)
+		bh_release(bh, 1);
+	if (bh_acquire(bh, 1, bh_now_ns() + 5 * BH_MSEC) == 0)
+		bh_release(bh, 1);
+	bh_release(bh, 1);
+	bh_stats(bh, &st);
+	bh_set_limit(bh, 2);
+	bh_close(bh);
+	bh_destroy(bh);
+	return 0;
+}
+
+static void test_fuzz_attach(void **state)
+{
+	const char *name = "fuzz";
+	struct bh_config cfg = { .max_concurrent = 3, .queue_capacity = 2 };
+	bulkhead_t *bh;
+	unsigned char *img;
+	size_t len;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	int refused = 0, attached = 0;
+
+	(void)state;
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh), 0);
+	img = malloc(bhs_segment(bh, &len) ? len : 0);
+	memcpy(img, bhs_segment(bh, NULL), len);
+	shm_done(bh, name);
+	for (int round = 0; round < 300; round++) {
+		unsigned char *copy = malloc(len);
+		size_t cut = len;
+		struct child c;
+		int r;
+
+		memcpy(copy, img, len);
+		for (int k = 0; k < 1 + round % 4; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			/* mostly the header and the shared state, sometimes anywhere */
+			size_t at = (x >> 8) % (round % 3 ? 1024 : len);
+
+			copy[at] ^= (unsigned char)(1u << (x % 8));
+		}
+		if (round % 10 == 9)
+			cut = (x >> 20) % len;
+		write_file(name, copy, cut);
+		c = spawn(fuzz_child, (void *)name);
+		r = hear(c.rd);
+		if (wait_child(&c) != 0) {
+			char keep[600];
+
+			path_for(name, keep, sizeof(keep));
+			rename(keep, "/tmp/bh-fuzz-failed");
+			fail_msg("round %d: the damaged segment is /tmp/bh-fuzz-failed", round);
+		}
+		refused += r == -EPROTO || r == -EBADMSG;
+		attached += r == 0;
+		free(copy);
+	}
+	bh_shm_unlink(name);
+	free(img);
+	/* both outcomes were exercised */
+	assert_true(refused > 50);
+	assert_true(attached > 20);
+}
+
+/* ---- ledgers and the fast paths ---------------------------------------------- */
+
+static void test_try_release_counts(void **state)
+{
+	const char *name = uniq("try");
+	bulkhead_t *bh = shm_make(name, 3, 0, 0);
+	struct bh_stats st;
+	uint64_t lim, in, q;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 0), -EINVAL);
+	assert_int_equal(bh_try_acquire(bh, BH_LIMIT_MAX + 1), -EINVAL);
+	assert_int_equal(bh_try_acquire(bh, 4), -EINVAL);
+	assert_int_equal(bh_release(bh, 0), -EINVAL);
+	assert_int_equal(bh_acquire(bh, 4, BH_FOREVER), -EINVAL);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(bh_try_acquire(bh, 2), -EBUSY);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 4), -EOVERFLOW);
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 3);
+	assert_int_equal(st.acquired, 2);
+	assert_int_equal(st.rejected, 1);
+	assert_int_equal(st.over_released, 1);
+	assert_int_equal(st.processes, 1);
+	bhs_gauges(bh, &lim, &in, &q); /* for bh_gauges: one load of the word */
+	assert_int_equal(lim, 3);
+	assert_int_equal(in, 3);
+	assert_int_equal(q, 0);
+	assert_int_equal(bh_release(bh, 3), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.released, 1);
+	assert_int_equal(st.over_released, 2);
+	assert_int_equal(st.limit, 3);
+	shm_done(bh, name);
+}
+
+static void test_errno_untouched(void **state)
+{
+	const char *name = uniq("errno");
+	bulkhead_t *bh = shm_make(name, 1, 0, 0), *b2;
+
+	(void)state;
+	errno = 4321;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_acquire(bh, 1, bh_now_ns() + BH_MSEC), -EBUSY);
+	assert_int_equal(bh_release(bh, 2), -EOVERFLOW);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_shm_open("no-such", NULL, 0, &b2), -ENOENT);
+	assert_int_equal(errno, 4321);
+	shm_done(bh, name);
+}
+
+/* Handles of one process share its ledger. */
+static void test_handles_share_ledger(void **state)
+{
+	const char *name = uniq("handles");
+	bulkhead_t *a = shm_make(name, 4, 0, 0), *b;
+
+	(void)state;
+	assert_int_equal(bh_shm_open(name, NULL, 0, &b), 0);
+	assert_int_equal(bh_try_acquire(a, 3), 0);
+	assert_int_equal(bh_try_acquire(b, 2), -EBUSY);
+	assert_int_equal(bh_release(b, 2), 0);
+	assert_int_equal(bh_release(a, 2), -EOVERFLOW);
+	assert_int_equal(bh_release(a, 1), 0);
+	assert_int_equal(stats_of(a).processes, 1);
+	bh_destroy(b);
+	assert_int_equal(stats_of(a).in_flight, 0);
+	shm_done(a, name);
+}
+
+struct xt {
+	bulkhead_t *bh;
+	uint32_t n;
+	int r;
+};
+
+static void *xt_acquire(void *arg)
+{
+	struct xt *x = arg;
+
+	x->r = bh_try_acquire(x->bh, x->n);
+	return NULL;
+}
+
+static void *xt_release(void *arg)
+{
+	struct xt *x = arg;
+
+	x->r = bh_release(x->bh, x->n);
+	return NULL;
+}
+
+static int on_thread(void *(*fn)(void *), bulkhead_t *bh, uint32_t n)
+{
+	struct xt x = { bh, n, -12345 };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, fn, &x), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	return x.r;
+}
+
+/* A permit taken on one thread may be released on another; the process's
+ * total is exact. */
+static void test_cross_thread_release(void **state)
+{
+	const char *name = uniq("xthread");
+	bulkhead_t *bh = shm_make(name, 5, 0, 0);
+
+	(void)state;
+	assert_int_equal(on_thread(xt_acquire, bh, 3), 0);
+	assert_int_equal(bh_release(bh, 2), 0);    /* moved from the other thread's ledger */
+	assert_int_equal(bh_release(bh, 2), -EOVERFLOW); /* the process holds 1 */
+	assert_int_equal(on_thread(xt_release, bh, 2), -EOVERFLOW);
+	assert_int_equal(on_thread(xt_release, bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(stats_of(bh).over_released, 3);
+	/* and the other way round, from several ledgers at once */
+	assert_int_equal(on_thread(xt_acquire, bh, 1), 0);
+	assert_int_equal(on_thread(xt_acquire, bh, 2), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(on_thread(xt_release, bh, 4), 0);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	shm_done(bh, name);
+}
+
+struct race {
+	bulkhead_t *bh;
+	pthread_barrier_t *bar;
+	int rounds, ok;
+};
+
+static void *race_release(void *arg)
+{
+	struct race *r = arg;
+
+	for (int i = 0; i < r->rounds; i++) {
+		pthread_barrier_wait(r->bar);
+		r->ok += bh_release(r->bh, 1) == 0;
+		pthread_barrier_wait(r->bar);
+	}
+	return NULL;
+}
+
+/* Two threads release the process's one permit at once, neither holding it:
+ * exactly one succeeds, every round; with membarrier, and with the fenced
+ * fallback for kernels without it. */
+static void double_release_race(bool fenced)
+{
+	const char *name = uniq("race");
+	bulkhead_t *bh = shm_make(name, 4, 0, 0);
+	pthread_barrier_t bar;
+	struct race r1 = { bh, &bar, 300, 0 }, r2 = r1;
+	pthread_t t1, t2;
+
+	assert_int_equal(!!(atomic_load(&((struct bhs_att *)bh->ext)->xfer) & XFER_FENCED), fenced);
+	pthread_barrier_init(&bar, NULL, 3);
+	assert_int_equal(pthread_create(&t1, NULL, race_release, &r1), 0);
+	assert_int_equal(pthread_create(&t2, NULL, race_release, &r2), 0);
+	for (int i = 0; i < 300; i++) {
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		pthread_barrier_wait(&bar);
+		pthread_barrier_wait(&bar);
+		assert_int_equal(stats_of(bh).in_flight, 0);
+	}
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	assert_int_equal(r1.ok + r2.ok, 300);
+	assert_int_equal(stats_of(bh).over_released, 300);
+	pthread_barrier_destroy(&bar);
+	shm_done(bh, name);
+}
+
+static void test_double_release_race(void **state)
+{
+	(void)state;
+	double_release_race(false);
+}
+
+static void test_double_release_race_fenced(void **state)
+{
+	(void)state;
+	bhs_test_fenced(true);
+	double_release_race(true);
+	bhs_test_fenced(false);
+}
+
+/* ---- processes: fork, detach, exec ---------------------------------------------- */
+
+static int child_of_holder(void *arg, int out, int in)
+{
+	bulkhead_t *bh = arg;
+	struct bh_stats st;
+
+	(void)in;
+	say(out, bh_release(bh, 1));     /* the parent's permits are not ours */
+	say(out, bh_try_acquire(bh, 1)); /* ours, on the inherited handle */
+	bh_stats(bh, &st);
+	say(out, (int)st.processes);
+	hear(in);
+	_exit(0); /* and we die holding it */
+}
+
+static void test_fork_child_holds_nothing(void **state)
+{
+	const char *name = uniq("fork");
+	bulkhead_t *bh = shm_make(name, 4, 0, 0);
+	struct child c;
+	struct bh_stats st;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	c = spawn(child_of_holder, bh);
+	assert_int_equal(hear(c.rd), -EOVERFLOW);
+	assert_int_equal(hear(c.rd), 0);
+	assert_int_equal(hear(c.rd), 2);
+	assert_int_equal(stats_of(bh).in_flight, 3);
+	say(c.wr, 0);
+	assert_int_equal(reap(&c), 0);
+	await_in_flight(bh, 2, BH_SEC);
+	st = stats_of(bh);
+	assert_int_equal(st.reclaimed, 1);
+	assert_int_equal(st.processes, 1);
+	assert_int_equal(bh_release(bh, 2), 0); /* the parent's are still its own */
+	shm_done(bh, name);
+}
+
+struct two {
+	const char *name;
+	bulkhead_t *inherited;
+};
+
+static int detacher(void *arg, int out, int in)
+{
+	struct two *t = arg;
+	bulkhead_t *bh;
+
+	(void)in;
+	if (bh_shm_open(t->name, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 2) != 0)
+		return 1;
+	say(out, 1);
+	hear(in);
+	bh_destroy(t->inherited); /* a handle the child has too */
+	bh_destroy(bh);           /* the last one: gives the 2 back */
+	say(out, 2);
+	hear(in);
+	return 0;
+}
+
+static void test_detach_returns_holdings(void **state)
+{
+	const char *name = uniq("detach");
+	bulkhead_t *bh = shm_make(name, 3, 0, 0);
+	struct two t = { name, bh };
+	struct child c = spawn(detacher, &t);
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	assert_int_equal(stats_of(bh).processes, 2);
+	say(c.wr, 0);
+	assert_int_equal(hear(c.rd), 2);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(stats_of(bh).processes, 1);
+	assert_int_equal(stats_of(bh).reclaimed, 0); /* a detach is not a death */
+	say(c.wr, 0);
+	assert_int_equal(reap(&c), 0);
+	shm_done(bh, name);
+}
+
+static int execer(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0)
+		return 1;
+	say(out, 1);
+	execl("/bin/sleep", "sleep", "30", (char *)NULL);
+	return 2;
+}
+
+/* exec drops everything the process held: its descriptor is O_CLOEXEC, its
+ * liveness lock goes with it, and the new image holds no handle. */
+static void test_exec_counts_as_death(void **state)
+{
+	const char *name = uniq("exec");
+	bulkhead_t *bh = shm_make(name, 2, 0, 0);
+	struct child c = spawn(execer, (void *)name);
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	await_in_flight(bh, 0, 2 * BH_SEC);
+	assert_int_equal(kill(c.pid, 0), 0); /* still running, as sleep */
+	assert_int_equal(stats_of(bh).reclaimed, 1);
+	kill_reap(&c);
+	shm_done(bh, name);
+}
+
+static int hold_and_die(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 2) != 0)
+		return 1;
+	say(out, 1);
+	for (;;)
+		pause();
+}
+
+/* A zombie's permits come back, to a waiter already blocked in bh_acquire
+ * while nobody else calls the library, within a second of the death. */
+static void test_zombie_reclaimed_for_waiter(void **state)
+{
+	const char *name = uniq("zombie");
+	bulkhead_t *bh = shm_make(name, 2, 1, 0);
+	struct child c = spawn(hold_and_die, (void *)name);
+	uint64_t t0, took;
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	kill(c.pid, SIGKILL); /* not reaped: a zombie until reap() below */
+	t0 = bh_now_ns();
+	assert_int_equal(bh_acquire(bh, 2, t0 + 3 * BH_SEC), 0);
+	took = bh_now_ns() - t0;
+	assert_true(took < BH_SEC);
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	waitpid(c.pid, NULL, 0);
+	close(c.rd);
+	close(c.wr);
+	assert_int_equal(bh_release(bh, 2), 0);
+	shm_done(bh, name);
+}
+
+static int forks_and_dies(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	pid_t grandchild;
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 2) != 0)
+		return 1;
+	grandchild = fork();
+	if (grandchild == 0) {
+		for (;;) /* never touches the bulkhead: inherits, keeps, sleeps */
+			pause();
+	}
+	say(out, (int)grandchild);
+	for (;;)
+		pause();
+}
+
+/* A fork child shares its parent's open file description unless it trades
+ * it for its own: the parent's death must be seen while the child lives. */
+static void test_fork_child_does_not_keep_parent_alive(void **state)
+{
+	const char *name = uniq("keepalive");
+	bulkhead_t *bh = shm_make(name, 2, 0, 0);
+	struct child c = spawn(forks_and_dies, (void *)name);
+	pid_t grandchild = (pid_t)hear(c.rd);
+
+	(void)state;
+	assert_true(grandchild > 0);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(kill(grandchild, 0), 0); /* the grandchild is alive */
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	kill(grandchild, SIGKILL);
+	shm_done(bh, name);
+}
+
+struct shared_arg {
+	bulkhead_t *bh;
+	int r[6];
+};
+
+static void *on_shared_slot(void *arg)
+{
+	struct shared_arg *x = arg;
+
+	x->r[0] = bh_try_acquire(x->bh, 1);
+	x->r[1] = bh_acquire(x->bh, 2, bh_now_ns() + 5 * BH_SEC); /* queues */
+	x->r[2] = bh_release(x->bh, 2);
+	x->r[3] = bh_release(x->bh, 2); /* the process holds 1 */
+	return NULL;
+}
+
+static void *release_two_shared(void *arg)
+{
+	struct shared_arg *x = arg;
+
+	x->r[4] = bh_release(x->bh, 2); /* one is the main thread's: moved */
+	x->r[5] = bh_release(x->bh, 1);
+	return NULL;
+}
+
+static int open_one(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	int r = bh_shm_open(arg, NULL, 0, &bh);
+
+	say(out, r);
+	hear(in);
+	if (r == 0)
+		bh_destroy(bh);
+	return 0;
+}
+
+/* At the segment's limits: a thread beyond its thread slots shares its
+ * process's slot (under the lock, with an extra queue node to wait on), and
+ * a process beyond its process slots is refused at open. */
+static void test_segment_limits(void **state)
+{
+	const char *name = uniq("limits");
+	bulkhead_t *bh;
+	struct shared_arg x = { .r = { 9, 9, 9, 9, 9, 9 } };
+	struct child a, b;
+	pthread_t t;
+
+	(void)state;
+	bhs_test_geometry(2, 3, 4); /* two processes, three thread slots */
+	bh = shm_make(name, 3, 4, BH_FAIR);
+	bhs_test_geometry(0, 0, 0);
+	a = spawn(open_one, (void *)name);
+	assert_int_equal(hear(a.rd), 0);       /* the second process: one slot */
+	b = spawn(open_one, (void *)name);
+	assert_int_equal(hear(b.rd), -ENOSPC); /* a third: no process slot */
+	assert_int_equal(bh_try_acquire(bh, 2), 0); /* main: its own slot, the last */
+	x.bh = bh;
+	assert_int_equal(pthread_create(&t, NULL, on_shared_slot, &x), 0);
+	await_queued(bh, 1); /* took the last one, waits for two more */
+	assert_int_equal(bh_release(bh, 2), 0); /* handed to the shared slot's waiter */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(x.r[0], 0);
+	assert_int_equal(x.r[1], 0);
+	assert_int_equal(x.r[2], 0);
+	assert_int_equal(x.r[3], -EOVERFLOW);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* main holds 1, the shared slot 1 */
+	assert_int_equal(pthread_create(&t, NULL, release_two_shared, &x), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(x.r[4], 0);
+	assert_int_equal(x.r[5], -EOVERFLOW);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	say(a.wr, 0);
+	say(b.wr, 0);
+	assert_int_equal(reap(&a), 0);
+	assert_int_equal(reap(&b), 0);
+	shm_done(bh, name);
+}
+
+/* Hold times are tracked across threads and processes like the rest, and
+ * the metrics export carries the host-wide families. */
+static void test_hold_and_metrics(void **state)
+{
+	const char *name = uniq("metrics");
+	bulkhead_t *bh = shm_make(name, 3, 2, BH_TRACK_HOLD), *local = make_bh(1, 0, 0);
+	bulkhead_t *all[] = { bh, local };
+	struct bh_metric_set set = { .bulkheads = all, .n_bulkheads = 2 };
+	struct child c = spawn(hold_and_die, (void *)name);
+	char buf[1 << 16], want[256];
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	usleep(2000);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bh_record_hold(bh, 5 * BH_MSEC);
+	assert_int_equal(stats_of(bh).hold.count, 2);
+	assert_true(stats_of(bh).hold.sum_ns >= 7 * BH_MSEC);
+	assert_true(bh_metrics_prometheus(&set, buf, sizeof(buf)) < (ssize_t)sizeof(buf));
+	snprintf(want, sizeof(want), "bulkhead_reclaimed_total{name=\"%s\"} 2\n", name);
+	assert_non_null(strstr(buf, want));
+	snprintf(want, sizeof(want), "bulkhead_processes{name=\"%s\"} 1\n", name);
+	assert_non_null(strstr(buf, want));
+	snprintf(want, sizeof(want), "bulkhead_hold_seconds_count{name=\"%s\"} 2\n", name);
+	assert_non_null(strstr(buf, want));
+	snprintf(want, sizeof(want), "bulkhead_processes{name=\"%s\"}", bh_name(local));
+	assert_null(strstr(buf, want)); /* process-local: no host-wide families */
+	assert_true(bh_metrics_json(&set, buf, sizeof(buf)) < (ssize_t)sizeof(buf));
+	assert_non_null(strstr(buf, "\"over_released\":0,\"reclaimed\":2,\"processes\":1,"));
+	bh_destroy(local);
+	shm_done(bh, name);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_open_flags),
+		cmocka_unit_test(test_cfg_must_match),
+		cmocka_unit_test(test_file_modes),
+		cmocka_unit_test(test_unlink_then_last_detach),
+		cmocka_unit_test(test_name_and_closed_attach),
+		cmocka_unit_test(test_foreign_files_refused),
+		cmocka_unit_test(test_fuzz_attach),
+		cmocka_unit_test(test_try_release_counts),
+		cmocka_unit_test(test_errno_untouched),
+		cmocka_unit_test(test_handles_share_ledger),
+		cmocka_unit_test(test_cross_thread_release),
+		cmocka_unit_test(test_double_release_race),
+		cmocka_unit_test(test_double_release_race_fenced),
+		cmocka_unit_test(test_fork_child_holds_nothing),
+		cmocka_unit_test(test_detach_returns_holdings),
+		cmocka_unit_test(test_exec_counts_as_death),
+		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
+		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
+		cmocka_unit_test(test_hold_and_metrics),
+		cmocka_unit_test(test_segment_limits),
+	};
+
+	alarm(300);
+	if (getenv("BH_TEST_FILTER")) /* one test: BH_TEST_FILTER=test_name */
+		cmocka_set_test_filter(getenv("BH_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, shm_setup, shm_teardown);
+}

@@ -1,0 +1,528 @@
+/* Host-wide bulkheads: a process killed with SIGKILL at chosen instants.
+ * This program links the copy of the layer built with crash points
+ * (src/libbhcrash.la): a child told to stop at a point announces it on a
+ * pipe and waits there; the test kills it and checks that, within a second,
+ * what it held is back, its waiters are gone, a grant made to it has passed
+ * on, a lock it held is taken over -- and that every permit can be taken
+ * once and not one more (none lost, none created). */
+#include <pthread.h>
+
+#include "shmutil.h"
+#include "shm/seg.h"
+
+/* Every permit is back and can be taken once: none lost, none created. */
+static void all_permits_back(bulkhead_t *bh, uint32_t limit)
+{
+	struct bh_stats st = stats_of(bh);
+
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(bh_try_acquire(bh, limit), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, limit), 0);
+	assert_false(bhs_word(bh) & S_FROZEN);
+}
+
+struct victim {
+	const char *name;
+	int point;
+	unsigned count;
+	int (*act)(bulkhead_t *bh, struct victim *v, int out, int in);
+	uint32_t n;
+};
+
+/* The child: attach, arm the point, act. Reaching the end means the point
+ * was never hit: exit 7 and the test fails. */
+static int victim_main(void *arg, int out, int in)
+{
+	struct victim *v = arg;
+	bulkhead_t *bh;
+
+	if (bh_shm_open(v->name, NULL, 0, &bh) != 0)
+		return 1;
+	bhs_crash_at(v->point, v->count, out);
+	v->act(bh, v, out, in);
+	return 7;
+}
+
+/* Start the victim and wait until it stops at its point. */
+static struct child stop_at(struct victim *v)
+{
+	struct child c = spawn(victim_main, v);
+	char point = 0;
+
+	assert_int_equal(read(c.rd, &point, 1), 1);
+	assert_int_equal(point, v->point);
+	return c;
+}
+
+static int act_try(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)out;
+	(void)in;
+	return bh_try_acquire(bh, v->n);
+}
+
+static int act_take_then_release(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)out;
+	(void)in;
+	if (bh_try_acquire(bh, v->n) != 0)
+		return 1;
+	return bh_release(bh, v->n);
+}
+
+static int act_wait(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)out;
+	(void)in;
+	return bh_acquire(bh, v->n, BH_FOREVER);
+}
+
+static int act_set_limit(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)out;
+	(void)in;
+	return bh_set_limit(bh, v->n);
+}
+
+/* Between the permit CAS and the ledger write: the ambiguous window. */
+static void test_killed_between_cas_and_ledger(void **state)
+{
+	const char *name = uniq("acq-window");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct victim v = { name, BP_ACQ_CAS, 1, act_try, 3 };
+	struct child c = stop_at(&v);
+
+	(void)state;
+	assert_int_equal(stats_of(bh).in_flight, 3); /* the CAS happened */
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(stats_of(bh).reclaimed, 3);
+	assert_true(atomic_load(&((struct bhs_seg *)bhs_segment(bh, NULL))->rebuilds) >= 1);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
+/* The release's CAS gave the permits back but the ledger still counts
+ * them: trusting it would create permits. */
+static void test_killed_between_release_cas_and_ledger(void **state)
+{
+	const char *name = uniq("rel-window");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct victim v = { name, BP_REL_CAS, 1, act_take_then_release, 2 };
+	struct child c = stop_at(&v);
+
+	(void)state;
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	kill_reap(&c);
+	assert_true(bhs_scan_now(bh));
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_true(atomic_load(&((struct bhs_seg *)bhs_segment(bh, NULL))->rebuilds) >= 1);
+	assert_int_equal(stats_of(bh).reclaimed, 0);
+	assert_int_equal(bh_try_acquire(bh, 3), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 4), 0);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
+/* A queued waiter dies: it leaves the queue, and the permit it would have
+ * had goes to the waiter behind it, whether the death is found before the
+ * release or after a handoff to the dead waiter. */
+static int blocking_child(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	int r;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1);
+	r = bh_acquire(bh, 1, bh_now_ns() + 20 * BH_SEC);
+	say(out, r);
+	hear(in);
+	if (r == 0)
+		bh_release(bh, 1);
+	return 0;
+}
+
+static void killed_while_queued(bool release_first)
+{
+	const char *name = uniq("queued");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct victim v = { name, BP_QUEUED, 1, act_wait, 1 };
+	struct child dead, next;
+	uint64_t t0;
+
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	dead = stop_at(&v);
+	assert_int_equal(stats_of(bh).queued, 1);
+	next = spawn(blocking_child, (void *)name);
+	assert_int_equal(hear(next.rd), 1);
+	await_queued(bh, 2);
+	kill_reap(&dead);
+	if (release_first)
+		assert_int_equal(bh_release(bh, 1), 0); /* handed to the dead waiter */
+	t0 = bh_now_ns();
+	if (!release_first) {
+		while (stats_of(bh).queued != 1)
+			assert_true(bh_now_ns() - t0 < BH_SEC);
+		assert_int_equal(bh_release(bh, 1), 0);
+	}
+	assert_int_equal(hear(next.rd), 0);
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	say(next.wr, 0);
+	assert_int_equal(reap(&next), 0);
+	all_permits_back(bh, 1);
+	assert_int_equal(stats_of(bh).reclaimed, release_first ? 1 : 0);
+	shm_done(bh, name);
+}
+
+static void test_killed_while_queued(void **state)
+{
+	(void)state;
+	killed_while_queued(false);
+}
+
+static void test_handoff_to_dead_waiter_passes_on(void **state)
+{
+	(void)state;
+	killed_while_queued(true);
+}
+
+/* Right after a handoff to it, before it claimed the permit. */
+static void test_killed_right_after_handoff(void **state)
+{
+	const char *name = uniq("granted");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct victim v = { name, BP_GRANTED, 1, act_wait, 1 };
+	struct child c, next;
+	char point;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	c = spawn(victim_main, &v);
+	await_queued(bh, 1);
+	next = spawn(blocking_child, (void *)name);
+	assert_int_equal(hear(next.rd), 1);
+	await_queued(bh, 2);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(read(c.rd, &point, 1), 1);
+	assert_int_equal(point, BP_GRANTED);
+	assert_int_equal(stats_of(bh).in_flight, 1); /* the dead one's grant */
+	kill_reap(&c);
+	assert_int_equal(hear(next.rd), 0);
+	say(next.wr, 0);
+	assert_int_equal(reap(&next), 0);
+	assert_int_equal(stats_of(bh).reclaimed, 1);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
+/* A waiter that saw its grant and died while moving it into its ledger. */
+static void test_killed_while_claiming(void **state)
+{
+	const char *name = uniq("claim");
+	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
+	struct victim v = { name, BP_CLAIM, 1, act_wait, 2 };
+	struct child c;
+	char point;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	c = spawn(victim_main, &v);
+	await_queued(bh, 1);
+	assert_int_equal(bh_release(bh, 2), 0);
+	assert_int_equal(read(c.rd, &point, 1), 1);
+	assert_int_equal(point, BP_CLAIM);
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+/* A granter dies half-way through a grant, holding the lock: the permits
+ * are off the word, the waiter not told. No double grant, nothing lost. */
+static int act_hold_then_release(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)out;
+	if (bh_try_acquire(bh, v->n) != 0)
+		return 1;
+	bhs_crash_at(BP_NONE, 0, out); /* disarm until told */
+	say(out, 1);
+	hear(in);
+	bhs_crash_at(v->point, 1, out);
+	return bh_release(bh, v->n);
+}
+
+static int victim_armed_later(void *arg, int out, int in)
+{
+	struct victim *v = arg;
+	bulkhead_t *bh;
+
+	if (bh_shm_open(v->name, NULL, 0, &bh) != 0)
+		return 1;
+	v->act(bh, v, out, in);
+	return 7;
+}
+
+static void test_granter_killed_mid_grant(void **state)
+{
+	const char *name = uniq("granter");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct victim v = { name, BP_LOCKED, 1, act_hold_then_release, 1 };
+	struct child granter = spawn(victim_armed_later, &v), waiter;
+	char point;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(hear(granter.rd), 1);
+	waiter = spawn(blocking_child, (void *)name);
+	assert_int_equal(hear(waiter.rd), 1);
+	await_queued(bh, 1);
+	say(granter.wr, 0);
+	assert_int_equal(read(granter.rd, &point, 1), 1);
+	assert_int_equal(point, BP_LOCKED);
+	kill_reap(&granter);
+	t0 = bh_now_ns();
+	assert_int_equal(hear(waiter.rd), 0); /* found by the waiter's own polls */
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* not granted twice */
+	say(waiter.wr, 0);
+	assert_int_equal(reap(&waiter), 0);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
+/* Dies holding the internal lock: the next caller takes it over. */
+static void test_killed_holding_lock(void **state)
+{
+	const char *name = uniq("lock");
+	bulkhead_t *bh = shm_make(name, 3, 4, 0);
+	struct victim v = { name, BP_HOLD_LOCK, 1, act_set_limit, 2 };
+	struct child c;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	c = stop_at(&v);
+	kill_reap(&c);
+	t0 = bh_now_ns();
+	assert_int_equal(bh_set_limit(bh, 2), 0);
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	assert_int_equal(stats_of(bh).limit, 2);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+/* An unlock whose wake went to a waiter that then died (here: the lock is
+ * freed and nobody is woken at all): the other waiters still get it. */
+static int set_limit_child(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1);
+	hear(in);
+	say(out, bh_set_limit(bh, 5));
+	return 0;
+}
+
+static void test_swallowed_lock_wakeup(void **state)
+{
+	const char *name = uniq("swallow");
+	bulkhead_t *bh = shm_make(name, 3, 4, 0);
+	struct bhs_att *a = bh->ext;
+	struct child c;
+	uint64_t t0;
+
+	(void)state;
+	c = spawn(set_limit_child, (void *)name); /* fork waits for the lock */
+	assert_int_equal(hear(c.rd), 1);
+	bhs_lock(a);
+	say(c.wr, 0);
+	while (!(atomic_load(&a->seg->lock) & (1u << 31)))
+		usleep(1000); /* the child sleeps on the lock */
+	usleep(30 * 1000);
+	t0 = bh_now_ns();
+	atomic_store(&a->seg->lock, 0); /* unlocked, the wake-up lost */
+	pthread_mutex_unlock(&a->hmu);
+	assert_int_equal(hear(c.rd), 0);
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(stats_of(bh).limit, 5);
+	shm_done(bh, name);
+}
+
+/* A release that moves permits between threads, killed half-way. */
+static void *take3(void *arg)
+{
+	return (void *)(intptr_t)bh_try_acquire(arg, 3);
+}
+
+static int act_cross_thread(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	pthread_t t;
+	void *r;
+
+	(void)out;
+	(void)in;
+	pthread_create(&t, NULL, take3, bh);
+	pthread_join(t, &r);
+	if (r)
+		return 1;
+	return bh_release(bh, v->n);
+}
+
+static void test_killed_mid_transfer(void **state)
+{
+	const char *name = uniq("xfer");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct victim v = { name, BP_XFER, 1, act_cross_thread, 2 };
+	struct child c = stop_at(&v);
+
+	(void)state;
+	assert_int_equal(stats_of(bh).in_flight, 3);
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(stats_of(bh).reclaimed, 3);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
+/* The recoverer itself dies, the word frozen and the lock held. */
+static int act_scan(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)v;
+	(void)out;
+	(void)in;
+	return bhs_scan_now(bh);
+}
+
+static void test_recoverer_killed_mid_rebuild(void **state)
+{
+	const char *name = uniq("rebuild");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 2 };
+	struct victim second = { name, BP_REBUILD, 1, act_scan, 0 };
+	struct child c;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	c = stop_at(&first);
+	kill_reap(&c);           /* dead inside a window: needs a rebuild */
+	c = stop_at(&second);    /* which dies with the word frozen */
+	assert_true(bhs_word(bh) & S_FROZEN);
+	kill_reap(&c);
+	t0 = bh_now_ns();
+	assert_int_equal(bh_try_acquire(bh, 3), 0); /* waits out the takeover */
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	assert_int_equal(bh_release(bh, 4), 0);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
+/* An async grant claimed by the owner's agent, which dies before its
+ * ledger records it. */
+static void noop_cb(struct bh_async *node, int result)
+{
+	(void)node;
+	(void)result;
+}
+
+static int act_async(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	static struct bh_async node;
+
+	(void)out;
+	(void)in;
+	bh_acquire_async(bh, &node, v->n, noop_cb, NULL);
+	pause();
+	return 0;
+}
+
+static void test_agent_killed_mid_delivery(void **state)
+{
+	const char *name = uniq("agent");
+	bulkhead_t *bh = shm_make(name, 2, 4, 0);
+	struct victim v = { name, BP_CLAIM, 1, act_async, 2 };
+	struct child c;
+	char point;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	c = spawn(victim_main, &v);
+	await_queued(bh, 1);
+	assert_int_equal(bh_release(bh, 2), 0);
+	assert_int_equal(read(c.rd, &point, 1), 1);
+	assert_int_equal(point, BP_CLAIM);
+	kill_reap(&c);
+	await_in_flight(bh, 0, BH_SEC);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+/* A process stopped (SIGSTOP) keeps what it holds: only death reclaims. */
+static int holder(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 2) != 0)
+		return 1;
+	say(out, 1);
+	pause();
+	return 0;
+}
+
+static void test_stopped_process_keeps_permits(void **state)
+{
+	const char *name = uniq("stopped");
+	bulkhead_t *bh = shm_make(name, 2, 4, 0);
+	struct child c = spawn(holder, (void *)name);
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	kill(c.pid, SIGSTOP);
+	assert_int_equal(bh_acquire(bh, 1, bh_now_ns() + 400 * BH_MSEC), -ETIMEDOUT);
+	bhs_scan_now(bh);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	kill_reap(&c);
+	assert_int_equal(bh_acquire(bh, 2, bh_now_ns() + BH_SEC), 0);
+	assert_int_equal(bh_release(bh, 2), 0);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_killed_between_cas_and_ledger),
+		cmocka_unit_test(test_killed_between_release_cas_and_ledger),
+		cmocka_unit_test(test_killed_while_queued),
+		cmocka_unit_test(test_handoff_to_dead_waiter_passes_on),
+		cmocka_unit_test(test_killed_right_after_handoff),
+		cmocka_unit_test(test_killed_while_claiming),
+		cmocka_unit_test(test_granter_killed_mid_grant),
+		cmocka_unit_test(test_killed_holding_lock),
+		cmocka_unit_test(test_swallowed_lock_wakeup),
+		cmocka_unit_test(test_killed_mid_transfer),
+		cmocka_unit_test(test_recoverer_killed_mid_rebuild),
+		cmocka_unit_test(test_agent_killed_mid_delivery),
+		cmocka_unit_test(test_stopped_process_keeps_permits),
+	};
+
+	alarm(300);
+	if (getenv("BH_TEST_FILTER")) /* one test: BH_TEST_FILTER=test_name */
+		cmocka_set_test_filter(getenv("BH_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, shm_setup, shm_teardown);
+}

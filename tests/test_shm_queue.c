@@ -1,0 +1,600 @@
+/* Host-wide bulkheads: the queue across processes (FIFO, no barging with
+ * BH_FAIR, weighted head of line, deadlines, close, resize both ways, async
+ * grants made by another process, cancellation), and the races of the
+ * queue played deterministically through the fake wait hook. */
+#include <pthread.h>
+
+#include "shmutil.h"
+
+/* ---- children that wait ------------------------------------------------- */
+
+struct waiter_arg {
+	const char *name;
+	int id;
+	uint32_t n;
+	uint64_t budget_ns; /* BH_FOREVER: no deadline */
+	int order_fd;       /* where to write the id when granted */
+	bool hold;          /* keep the permits until told */
+};
+
+/* Wait for n permits; on a grant write our id to order_fd, then release
+ * (or hold until told). Reports the result and the time it took. */
+static int waiter(void *arg, int out, int in)
+{
+	struct waiter_arg *w = arg;
+	bulkhead_t *bh;
+	uint64_t t0, deadline;
+	int r;
+
+	if (bh_shm_open(w->name, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1); /* attached */
+	t0 = bh_now_ns();
+	deadline = w->budget_ns == BH_FOREVER ? BH_FOREVER : t0 + w->budget_ns;
+	r = bh_acquire(bh, w->n, deadline);
+	if (r == 0 && w->order_fd >= 0)
+		say(w->order_fd, w->id);
+	say(out, r);
+	say(out, (int)((bh_now_ns() - t0) / BH_MSEC));
+	if (r == 0 && w->hold)
+		hear(in);
+	if (r == 0)
+		r = bh_release(bh, w->n);
+	bh_destroy(bh);
+	return r == 0 ? 0 : 3;
+}
+
+static struct child start_waiter(bulkhead_t *bh, struct waiter_arg *w, uint64_t queued_after)
+{
+	struct child c = spawn(waiter, w);
+
+	assert_int_equal(hear(c.rd), 1);
+	await_queued(bh, queued_after);
+	return c;
+}
+
+static void fifo_across_processes(uint32_t flags)
+{
+	const char *name = uniq("fifo");
+	bulkhead_t *bh = shm_make(name, 1, 8, flags);
+	struct waiter_arg w[4];
+	struct child c[4];
+	int order[2];
+
+	assert_int_equal(pipe(order), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct waiter_arg){ name, i, 1, BH_FOREVER, order[1], false };
+		c[i] = start_waiter(bh, &w[i], (uint64_t)i + 1);
+	}
+	assert_int_equal(bh_release(bh, 1), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(hear(order[0]), i);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(hear(c[i].rd), 0);
+		assert_int_equal(reap(&c[i]), 0);
+	}
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(stats_of(bh).acquired, 5);
+	assert_int_equal(stats_of(bh).released, 5);
+	close(order[0]);
+	close(order[1]);
+	shm_done(bh, name);
+}
+
+static void test_fifo_fair(void **state)
+{
+	(void)state;
+	fifo_across_processes(BH_FAIR);
+}
+
+static void test_fifo_unfair(void **state)
+{
+	(void)state;
+	fifo_across_processes(0);
+}
+
+static int try_on_cue(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1);
+	while (hear(in) == 0) {
+		int r = bh_try_acquire(bh, 1);
+
+		if (r == 0)
+			bh_release(bh, 1);
+		say(out, r);
+	}
+	bh_destroy(bh);
+	return 0;
+}
+
+/* With BH_FAIR nobody takes a permit while anyone is queued: not another
+ * process while the head waits for more than is free, and a release hands
+ * the permits over before it returns, so no window is left to barge in. */
+static void test_no_barging_when_fair(void **state)
+{
+	const char *name = uniq("nobarge");
+	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
+	struct waiter_arg w = { name, 0, 2, BH_FOREVER, -1, true };
+	struct child c, other = spawn(try_on_cue, (void *)name);
+
+	(void)state;
+	assert_int_equal(hear(other.rd), 1);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	c = start_waiter(bh, &w, 1);
+	assert_int_equal(bh_release(bh, 1), 0); /* one free, the head wants two */
+	say(other.wr, 0);
+	assert_int_equal(hear(other.rd), -EBUSY);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(stats_of(bh).queued, 0); /* handed over already */
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	say(other.wr, 0);
+	assert_int_equal(hear(other.rd), -EBUSY);
+	assert_int_equal(hear(c.rd), 0);
+	say(c.wr, 0);
+	hear(c.rd);
+	assert_int_equal(reap(&c), 0);
+	say(other.wr, 0);
+	assert_int_equal(hear(other.rd), 0); /* nobody queued: free for all */
+	say(other.wr, 1);
+	assert_int_equal(reap(&other), 0);
+	shm_done(bh, name);
+}
+
+/* A small request never passes a larger one at the head, across processes. */
+static void test_weighted_head_of_line(void **state)
+{
+	const char *name = uniq("weights");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct waiter_arg big = { name, 1, 2, BH_FOREVER, -1, true };
+	struct waiter_arg small = { name, 2, 1, BH_FOREVER, -1, true };
+	struct child cb, cs;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 3), 0); /* one free */
+	cb = start_waiter(bh, &big, 1);
+	cs = start_waiter(bh, &small, 2); /* queues although one is free */
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(stats_of(bh).in_flight, 3);
+	assert_int_equal(bh_release(bh, 1), 0); /* two free: the head's */
+	assert_int_equal(hear(cb.rd), 0);
+	assert_int_equal(stats_of(bh).queued, 1);
+	assert_int_equal(stats_of(bh).in_flight, 4);
+	assert_int_equal(bh_release(bh, 2), 0);
+	assert_int_equal(hear(cs.rd), 0);
+	say(cb.wr, 0);
+	say(cs.wr, 0);
+	hear(cb.rd);
+	hear(cs.rd);
+	assert_int_equal(reap(&cb), 0);
+	assert_int_equal(reap(&cs), 0);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	shm_done(bh, name);
+}
+
+static void test_deadline_across_processes(void **state)
+{
+	const char *name = uniq("deadline");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct waiter_arg w = { name, 0, 1, 60 * BH_MSEC, -1, false };
+	struct child c;
+	int took;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	c = start_waiter(bh, &w, 1);
+	assert_int_equal(hear(c.rd), -ETIMEDOUT);
+	took = hear(c.rd);
+	assert_true(took >= 60);
+	assert_true(took < 60 + 2000); /* a loaded machine's slack */
+	assert_int_equal(reap(&c), 3);
+	assert_int_equal(stats_of(bh).timed_out, 1);
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(stats_of(bh).wait_failed.count, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	shm_done(bh, name);
+}
+
+static void test_close_wakes_other_processes(void **state)
+{
+	const char *name = uniq("close");
+	bulkhead_t *bh = shm_make(name, 1, 8, BH_FAIR);
+	struct waiter_arg w[3];
+	struct child c[3];
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct waiter_arg){ name, i, 1, BH_FOREVER, -1, false };
+		c[i] = start_waiter(bh, &w[i], (uint64_t)i + 1);
+	}
+	assert_int_equal(bh_close(bh), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(hear(c[i].rd), -ESHUTDOWN);
+		hear(c[i].rd);
+		assert_int_equal(reap(&c[i]), 3);
+	}
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -ESHUTDOWN);
+	assert_int_equal(bh_release(bh, 1), 0); /* holders still drain */
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	shm_done(bh, name);
+}
+
+static void test_grow_grants_other_processes(void **state)
+{
+	const char *name = uniq("grow");
+	bulkhead_t *bh = shm_make(name, 1, 8, 0);
+	struct waiter_arg w[2];
+	struct child c[2];
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct waiter_arg){ name, i, 1, BH_FOREVER, -1, true };
+		c[i] = start_waiter(bh, &w[i], (uint64_t)i + 1);
+	}
+	assert_int_equal(bh_set_limit(bh, 3), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(hear(c[i].rd), 0);
+	assert_int_equal(stats_of(bh).in_flight, 3);
+	assert_int_equal(stats_of(bh).limit, 3);
+	for (int i = 0; i < 2; i++) {
+		say(c[i].wr, 0);
+		hear(c[i].rd);
+		assert_int_equal(reap(&c[i]), 0);
+	}
+	assert_int_equal(bh_release(bh, 1), 0);
+	shm_done(bh, name);
+}
+
+/* Shrinking fails the queued that can never fit, keeps the others, and
+ * takes effect as holders release. */
+static void test_shrink_across_processes(void **state)
+{
+	const char *name = uniq("shrink");
+	bulkhead_t *bh = shm_make(name, 4, 8, 0);
+	struct waiter_arg big = { name, 0, 3, BH_FOREVER, -1, false };
+	struct waiter_arg small = { name, 1, 1, BH_FOREVER, -1, false };
+	struct child cb, cs;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 4), 0);
+	cb = start_waiter(bh, &big, 1);
+	cs = start_waiter(bh, &small, 2);
+	assert_int_equal(bh_set_limit(bh, 2), 0);
+	assert_int_equal(hear(cb.rd), -EINVAL);
+	hear(cb.rd);
+	assert_int_equal(reap(&cb), 3);
+	assert_int_equal(stats_of(bh).queued, 1);
+	assert_int_equal(stats_of(bh).in_flight, 4); /* above the new limit */
+	assert_int_equal(bh_release(bh, 2), 0);
+	assert_int_equal(stats_of(bh).queued, 1);     /* 2 held, limit 2: none free */
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(hear(cs.rd), 0);
+	hear(cs.rd);
+	assert_int_equal(reap(&cs), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	shm_done(bh, name);
+}
+
+/* ---- async: granted by another process, delivered in ours ------------------ */
+
+struct async_seen {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int result, runs;
+	pthread_t thread;
+};
+
+static void async_cb(struct bh_async *node, int result)
+{
+	struct async_seen *s = node->data;
+
+	pthread_mutex_lock(&s->m);
+	s->result = result;
+	s->runs++;
+	s->thread = pthread_self();
+	pthread_cond_signal(&s->c);
+	pthread_mutex_unlock(&s->m);
+}
+
+static void await_runs(struct async_seen *s, int runs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&s->m);
+	while (s->runs < runs)
+		assert_int_equal(pthread_cond_timedwait(&s->c, &s->m, &ts), 0);
+	pthread_mutex_unlock(&s->m);
+}
+
+static int hold_release_on_cue(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0)
+		return 1;
+	say(out, 1);
+	hear(in);
+	say(out, bh_release(bh, 1));
+	bh_destroy(bh);
+	return 0;
+}
+
+static void test_async_granted_by_other_process(void **state)
+{
+	const char *name = uniq("async");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct async_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 99, 0, 0 };
+	struct bh_async node, other;
+	struct child c = spawn(hold_release_on_cue, (void *)name);
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	assert_int_equal(bh_acquire_async(bh, &node, 1, async_cb, &seen), 1);
+	assert_int_equal(bh_acquire_async(bh, &other, 1, async_cb, &seen), 1);
+	assert_int_equal(bh_cancel_async(bh, &other), 1); /* still queued */
+	assert_int_equal(stats_of(bh).queued, 1);
+	say(c.wr, 0);
+	assert_int_equal(hear(c.rd), 0);
+	await_runs(&seen, 1);
+	assert_int_equal(seen.result, 0);
+	assert_false(pthread_equal(seen.thread, pthread_self())); /* the agent */
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(bh_cancel_async(bh, &node), 0); /* ran already */
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_release(bh, 1), 0);       /* the permit is ours */
+	assert_int_equal(stats_of(bh).cancelled, 1);
+	assert_int_equal(stats_of(bh).acquired, 2);
+	assert_int_equal(seen.runs, 1);
+	shm_done(bh, name);
+}
+
+static void test_async_closed_and_shrunk(void **state)
+{
+	const char *name = uniq("async-close");
+	bulkhead_t *bh = shm_make(name, 2, 4, 0);
+	struct async_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 99, 0, 0 };
+	struct bh_async a, b;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(bh_acquire_async(bh, &a, 2, async_cb, &seen), 1);
+	assert_int_equal(bh_set_limit(bh, 1), 0);
+	await_runs(&seen, 1);
+	assert_int_equal(seen.result, -EINVAL);
+	assert_int_equal(bh_acquire_async(bh, &b, 1, async_cb, &seen), 1);
+	assert_int_equal(bh_close(bh), 0);
+	await_runs(&seen, 2);
+	assert_int_equal(seen.result, -ESHUTDOWN);
+	assert_int_equal(bh_cancel_async(bh, &b), 0);
+	assert_int_equal(bh_release(bh, 2), 0);
+	shm_done(bh, name);
+}
+
+/* ---- cancellation ---------------------------------------------------------- */
+
+static void *cancellable_waiter(void *arg)
+{
+	bh_acquire(arg, 1, BH_FOREVER);
+	return NULL;
+}
+
+static void test_pthread_cancel_waiter(void **state)
+{
+	const char *name = uniq("cancel");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, cancellable_waiter, bh), 0);
+	await_queued(bh, 1);
+	assert_int_equal(pthread_cancel(t), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(stats_of(bh).cancelled, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	shm_done(bh, name);
+}
+
+/* ---- deterministic races through the fake wait hook ------------------------- */
+
+static struct fake_sync *fake_shm(struct fake_sync *f, bulkhead_t *bh,
+				  int (*hook)(struct fake_sync *, unsigned))
+{
+	memset(f, 0, sizeof(*f));
+	f->ops.wait = fake_wait;
+	f->ops.wake = fake_wake;
+	f->ops.now = fake_now;
+	f->ops.ctx = f;
+	f->bh = bh;
+	f->now = 1000;
+	f->hook = hook;
+	bhs_set_sync_ops(bh, &f->ops);
+	return f;
+}
+
+/* The deadline passes in the same instant the permit is handed over: the
+ * waiter returns 0 and owns it. */
+static int release_then_timeout(struct fake_sync *f, unsigned call)
+{
+	(void)call;
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	f->now += 10 * BH_MSEC;
+	return -ETIMEDOUT;
+}
+
+static void test_timeout_racing_grant_keeps_permit(void **state)
+{
+	const char *name = uniq("race-grant");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct fake_sync f;
+
+	(void)state;
+	fake_shm(&f, bh, release_then_timeout);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, f.now + 5 * BH_MSEC), 0);
+	assert_int_equal(f.waits, 1);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(stats_of(bh).timed_out, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
+static int just_timeout(struct fake_sync *f, unsigned call)
+{
+	(void)call;
+	f->now += 10 * BH_MSEC;
+	return -ETIMEDOUT;
+}
+
+static void test_timeout_leaves_queue(void **state)
+{
+	const char *name = uniq("timeout");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct fake_sync f;
+
+	(void)state;
+	fake_shm(&f, bh, just_timeout);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, f.now + 5 * BH_MSEC), -ETIMEDOUT);
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(stats_of(bh).timed_out, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* the permit went to the pool */
+	assert_int_equal(bh_release(bh, 1), 0);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
+/* EINTR and spurious wakeups re-check and wait again, with the same
+ * deadline; a poll that ends before the deadline is not a timeout. */
+static int interrupt_then_grant(struct fake_sync *f, unsigned call)
+{
+	if (call < 3)
+		return -EINTR;
+	if (call < 5)
+		return 0; /* spurious */
+	if (call < 7)
+		return -ETIMEDOUT; /* polls: the deadline is BH_FOREVER */
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	return 0;
+}
+
+static void test_eintr_and_polls_are_retried(void **state)
+{
+	const char *name = uniq("eintr");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct fake_sync f;
+
+	(void)state;
+	fake_shm(&f, bh, interrupt_then_grant);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 8);
+	assert_int_equal(stats_of(bh).timed_out, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
+/* Unfair mode: a woken head that keeps losing to newcomers marks itself
+ * starving after starve_ns, and the next release hands off to it. */
+static int barge_then_starve(struct fake_sync *f, unsigned call)
+{
+	if (call == 0) {
+		f->now += 2 * BH_MSEC; /* waited past starve_ns */
+		assert_int_equal(bh_release(f->bh, 1), 0); /* head woken to compete */
+		assert_int_equal(bh_try_acquire(f->bh, 1), 0); /* a newcomer wins */
+		return 0;
+	}
+	assert_int_equal(call, 1);
+	assert_true(bhs_word(f->bh) & W_STARVING);
+	assert_int_equal(bh_release(f->bh, 1), 0);        /* handed off */
+	assert_int_equal(bh_try_acquire(f->bh, 1), -EBUSY); /* no barging now */
+	return 0;
+}
+
+static void test_unfair_starvation_guard(void **state)
+{
+	const char *name = uniq("starve");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct fake_sync f;
+
+	(void)state;
+	fake_shm(&f, bh, barge_then_starve);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 2);
+	assert_false(bhs_word(bh) & (W_STARVING | W_WOKEN));
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
+/* The queue is bounded host-wide: a full queue rejects at once. */
+static void test_queue_full_rejects(void **state)
+{
+	const char *name = uniq("full");
+	bulkhead_t *bh = shm_make(name, 1, 1, 0);
+	struct waiter_arg w = { name, 0, 1, BH_FOREVER, -1, false };
+	struct child c;
+	struct bh_async node;
+	struct async_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 99, 0, 0 };
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	c = start_waiter(bh, &w, 1);
+	assert_int_equal(bh_acquire(bh, 1, bh_now_ns() + 10 * BH_SEC), -EBUSY);
+	assert_int_equal(bh_acquire_async(bh, &node, 1, async_cb, &seen), -EBUSY);
+	assert_int_equal(stats_of(bh).rejected, 2);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(hear(c.rd), 0);
+	hear(c.rd);
+	assert_int_equal(reap(&c), 0);
+	shm_done(bh, name);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fifo_fair),
+		cmocka_unit_test(test_fifo_unfair),
+		cmocka_unit_test(test_no_barging_when_fair),
+		cmocka_unit_test(test_weighted_head_of_line),
+		cmocka_unit_test(test_deadline_across_processes),
+		cmocka_unit_test(test_close_wakes_other_processes),
+		cmocka_unit_test(test_grow_grants_other_processes),
+		cmocka_unit_test(test_shrink_across_processes),
+		cmocka_unit_test(test_async_granted_by_other_process),
+		cmocka_unit_test(test_async_closed_and_shrunk),
+		cmocka_unit_test(test_pthread_cancel_waiter),
+		cmocka_unit_test(test_timeout_racing_grant_keeps_permit),
+		cmocka_unit_test(test_timeout_leaves_queue),
+		cmocka_unit_test(test_eintr_and_polls_are_retried),
+		cmocka_unit_test(test_unfair_starvation_guard),
+		cmocka_unit_test(test_queue_full_rejects),
+	};
+
+	alarm(300);
+	if (getenv("BH_TEST_FILTER")) /* one test: BH_TEST_FILTER=test_name */
+		cmocka_set_test_filter(getenv("BH_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, shm_setup, shm_teardown);
+}
