@@ -370,7 +370,6 @@ static void put_layer_families(struct out *o, const struct snaps *s)
 				put_layer_value(o, v);
 				put_char(o, '\n');
 			}
-			}
 		}
 	}
 }
