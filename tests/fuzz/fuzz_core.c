@@ -702,6 +702,11 @@ const struct bhf_seed bhf_seeds[] = {
 	SEED("close-wakes-many", CFG(1, 0, 7), 0, TRY(1), ACQ(0, 1, BHF_DL_FOREVER),
 	     ACQ(1, 1, BHF_DL_FOREVER), ACQ(2, 1, BHF_DL_FOREVER), ACQ(3, 1, BHF_DL_FOREVER),
 	     ACQ(4, 1, 200), ACQ(5, 1, BHF_DL_FOREVER), CLOSE, WAKEALL, REL(1)),
+	/* found by fuzzing: a cancelled grantee gave back permits another
+	 * call had already released, and free permits exceeded the limit */
+	SEED("cancel-after-over-release", CFG(4, FAIR, 6), 0, TRY(3),
+	     ACQ(0, 2, BHF_DL_FOREVER), ACQ(1, 1, BHF_DL_FOREVER), REL(1), CANCEL(1), REL(1),
+	     REL(1), REL(1), CANCEL(0), TRY(4), TRY(1)),
 	SEED("closed-try-order", CFG(2, 0, 2), 0, CLOSE, TRY(3), TRY(1), ACQ(0, 3, 20),
 	     ASYNC(0, 3), REL(1)),
 };

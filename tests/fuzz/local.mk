@@ -54,6 +54,15 @@ tests_fuzz_fuzz_demo_flags_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_demo_flags_LDADD = $(FUZZ_DEMO_LIBS)
 EXTRA_tests_fuzz_fuzz_demo_flags_DEPENDENCIES = $(FUZZ_DEMO_OBJECTS)
 
+# A defect the fuzz harness found, kept as a unit test.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_regress
+tests_test_regress_SOURCES = tests/test_regress.c tests/testutil.h
+tests_test_regress_CFLAGS = $(TEST_CFLAGS)
+tests_test_regress_LDADD = $(TEST_LIBS)
+TESTS += tests/test_regress
+endif
+
 FUZZ_HARNESSES = core size_flags demo_flags
 fuzz:
 	@rc=0; top_srcdir=$(top_srcdir) MAKE="$(MAKE)" FUZZ_HARNESSES="$(FUZZ_HARNESSES)" \
