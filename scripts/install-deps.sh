@@ -3,7 +3,7 @@
 # Skips apt entirely when everything is already there.
 set -e
 pkgs="build-essential autoconf automake libtool autoconf-archive pkg-config
-      libcmocka-dev liburing-dev clang curl prometheus"
+      libcmocka-dev liburing-dev clang curl prometheus spin"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
