@@ -141,15 +141,14 @@ byte nclients;
 
 #define OVERSIZED(i) (qlen > i && nd_n[q[i]] > limit)
 
-/* What the stress watchdog samples under the lock: the word's count is the
- * queue's length, marks only with a head, nobody queued after a close or
- * asking for more than the limit. */
-#define QUIESCENT_OK \
-	(lk != 0 || (nq == qlen && (!woken || qlen > 0) && (!starving || qlen > 0) && \
-		     !(close_done && qlen > 0) && \
-		     !(OVERSIZED(0) || OVERSIZED(1) || OVERSIZED(2) || OVERSIZED(3))))
-
-#define INVARIANT (CONSERVED && QUIESCENT_OK)
+/* What the stress watchdog samples under the lock (so: while it is free):
+ * the word's count is the queue's length, marks only with a head, nobody
+ * queued after a close returned or asking for more than the limit. */
+#define COUNT_IS_LENGTH (lk != 0 || nq == qlen)
+#define MARKS_HAVE_HEAD (lk != 0 || ((!woken || qlen > 0) && (!starving || qlen > 0)))
+#define NONE_AFTER_CLOSE (lk != 0 || !close_done || qlen == 0)
+#define NONE_OVERSIZED \
+	(lk != 0 || !(OVERSIZED(0) || OVERSIZED(1) || OVERSIZED(2) || OVERSIZED(3)))
 
 /* A lost wakeup, as a state: the head's permits are free, or a granted
  * waiter sleeps. Liveness says this never persists (see LIVENESS below). */
@@ -997,10 +996,17 @@ proctype resizer(byte me; byte m1; byte m2)
 	done++
 }
 
-/* Checks the invariants in every state (blocked until one fails). */
+/* Checks the invariants in every state (blocked until one fails; the
+ * failed assertion names it). */
 active proctype monitor()
 {
-end:	atomic { !(INVARIANT) -> assert(INVARIANT) }
+end:	if
+	:: atomic { !(CONSERVED) -> assert(CONSERVED) }
+	:: atomic { !(COUNT_IS_LENGTH) -> assert(COUNT_IS_LENGTH) }
+	:: atomic { !(MARKS_HAVE_HEAD) -> assert(MARKS_HAVE_HEAD) }
+	:: atomic { !(NONE_AFTER_CLOSE) -> assert(NONE_AFTER_CLOSE) }
+	:: atomic { !(NONE_OVERSIZED) -> assert(NONE_OVERSIZED) }
+	fi
 }
 
 #ifdef LIVENESS

@@ -200,7 +200,8 @@ while read -r name expect mode rest; do
 		continue
 	fi
 	read -r _ verdict figures <"$res"
-	why=${figures#*| }
+	why=${figures#*|}
+	why=${why# }
 	figures=${figures%%|*}
 	case $expect in
 	pass) what="no error ($mode)" ;;
