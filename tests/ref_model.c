@@ -47,10 +47,42 @@ static bool may_take(const struct ref_bh *m, uint32_t n)
 	return m->avail >= (int64_t)n;
 }
 
-static void take(struct ref_bh *m, uint32_t n)
+/* A thread's holding begins when it goes from no permits to some... */
+static void hold_begin(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now)
+{
+	struct ref_holding *h = &m->holding[thread];
+
+	if (!m->track_hold)
+		return;
+	if (h->held == 0)
+		h->since_ns = now;
+	h->held += n;
+}
+
+/* ...and ends when it holds none again; a release of more than it took
+ * (permits acquired on another thread) makes the pair unmeasurable. */
+static void hold_end(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now)
+{
+	struct ref_holding *h = &m->holding[thread];
+
+	if (!m->track_hold)
+		return;
+	if (n > h->held) {
+		*h = (struct ref_holding){ 0 };
+		return;
+	}
+	h->held -= n;
+	if (h->held == 0 && h->since_ns) {
+		bh_hist_record(&m->hold, now - h->since_ns);
+		h->since_ns = 0;
+	}
+}
+
+static void take(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now)
 {
 	m->avail -= n;
 	count(m, &m->acquired);
+	hold_begin(m, thread, n, now);
 }
 
 /* ---- the queue ---------------------------------------------------------- */
@@ -135,6 +167,7 @@ void ref_init(struct ref_bh *m, const struct bh_config *cfg, uint64_t starve_ns,
 	memset(m, 0, sizeof(*m));
 	m->fair = cfg->flags & BH_FAIR;
 	m->no_stats = cfg->flags & BH_NO_STATS;
+	m->track_hold = cfg->flags & BH_TRACK_HOLD;
 	m->queue_cap = cfg->queue_capacity > BH_QUEUE_MAX ? BH_QUEUE_MAX : cfg->queue_capacity;
 	m->starve_ns = starve_ns;
 	m->try_limit_first = try_limit_first;
@@ -156,12 +189,12 @@ static int refusal(const struct ref_bh *m, uint32_t n, bool try_order)
 	return -EBUSY;
 }
 
-int ref_try_acquire(struct ref_bh *m, uint32_t n)
+int ref_try_acquire(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now)
 {
 	int r;
 
 	if (n_valid(n) && may_take(m, n)) {
-		take(m, n);
+		take(m, thread, n, now);
 		return 0;
 	}
 	r = refusal(m, n, true);
@@ -170,15 +203,16 @@ int ref_try_acquire(struct ref_bh *m, uint32_t n)
 	return r;
 }
 
-/* Take n or join the queue as request id. */
-static int admit(struct ref_bh *m, unsigned id, uint32_t n, uint64_t now)
+
+/* Take n on thread, or join the queue as request id. */
+static int admit(struct ref_bh *m, unsigned thread, unsigned id, uint32_t n, uint64_t now)
 {
 	int r = refusal(m, n, false);
 
 	if (r != -EBUSY)
 		return r;
 	if (may_take(m, n)) {
-		take(m, n);
+		take(m, thread, n, now);
 		return 0;
 	}
 	if (m->qlen >= m->queue_cap) {
@@ -194,14 +228,14 @@ static int admit(struct ref_bh *m, unsigned id, uint32_t n, uint64_t now)
 int ref_acquire(struct ref_bh *m, unsigned id, uint32_t n, uint64_t deadline_ns, uint64_t now)
 {
 	if (n_valid(n) && may_take(m, n)) {
-		take(m, n);
+		take(m, REF_WAITER(id), n, now);
 		return 0;
 	}
 	if (!n_valid(n))
 		return -EINVAL;
 	if (deadline_ns <= now) /* a deadline already past is a try */
-		return ref_try_acquire(m, n);
-	return admit(m, id, n, now);
+		return ref_try_acquire(m, REF_WAITER(id), n, now);
+	return admit(m, REF_WAITER(id), id, n, now);
 }
 
 static int final_result(enum ref_state s)
@@ -237,8 +271,10 @@ static int leave_with(struct ref_bh *m, unsigned id, int result, uint64_t now)
 {
 	record_wait(m, id, result, now);
 	m->req[id].st = REF_IDLE;
-	if (result == 0)
+	if (result == 0) {
 		count(m, &m->acquired);
+		hold_begin(m, REF_WAITER(id), m->req[id].n, now);
+	}
 	return result;
 }
 
@@ -286,17 +322,19 @@ void ref_cancel(struct ref_bh *m, unsigned id, uint64_t now)
 	m->cancelled++;
 	record_wait(m, id, -ECANCELED, now);
 	r->st = REF_IDLE;
+	m->holding[REF_WAITER(id)] = (struct ref_holding){ 0 }; /* the thread is gone */
 }
 
-int ref_acquire_async(struct ref_bh *m, unsigned id, uint32_t n, uint64_t now)
+int ref_acquire_async(struct ref_bh *m, unsigned thread, unsigned id, uint32_t n,
+		      uint64_t now)
 {
 	if (n_valid(n) && may_take(m, n)) {
-		take(m, n);
+		take(m, thread, n, now);
 		return 0;
 	}
 	if (!n_valid(n))
 		return -EINVAL;
-	return admit(m, id, n, now);
+	return admit(m, thread, id, n, now);
 }
 
 int ref_cancel_async(struct ref_bh *m, unsigned id, uint64_t now)
@@ -311,7 +349,7 @@ int ref_cancel_async(struct ref_bh *m, unsigned id, uint64_t now)
 	return 1;
 }
 
-int ref_release(struct ref_bh *m, uint32_t n, uint64_t now)
+int ref_release(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now)
 {
 	if (!n_valid(n))
 		return -EINVAL;
@@ -321,10 +359,17 @@ int ref_release(struct ref_bh *m, uint32_t n, uint64_t now)
 	}
 	m->avail += n;
 	count(m, &m->released);
+	hold_end(m, thread, n, now);
 	/* an offered head will see the permits itself */
 	if (m->qlen && !m->offered)
 		dispatch(m, now);
 	return 0;
+}
+
+void ref_record_hold(struct ref_bh *m, uint64_t ns)
+{
+	if (m->track_hold)
+		bh_hist_record(&m->hold, ns);
 }
 
 int ref_close(struct ref_bh *m, uint64_t now)
@@ -361,4 +406,5 @@ void ref_stats(const struct ref_bh *m, struct bh_stats *out)
 	out->over_released = m->over_released;
 	out->wait = m->wait;
 	out->wait_failed = m->wait_failed;
+	out->hold = m->hold;
 }

@@ -14,7 +14,9 @@
  * loses that race after waiting starve_ns (with no fair handoff for as long)
  * is served by direct handoff next.
  *
- * Blocking requests use ids below REF_NSYNC, async nodes the ids above. */
+ * Blocking requests use ids below REF_NSYNC, async nodes the ids above.
+ * Calls are made by threads: REF_MAIN, and blocking request id k always by
+ * thread REF_WAITER(k); with BH_TRACK_HOLD a hold is paired per thread. */
 #ifndef BH_REF_MODEL_H
 #define BH_REF_MODEL_H
 
@@ -27,6 +29,9 @@
 #define REF_NODES 10
 #define REF_BLOCKS 1 /* ref_acquire / ref_resume: the waiter waits (again) */
 #define REF_MAX_EVENTS 64
+#define REF_MAIN 0
+#define REF_WAITER(k) (1 + (k))
+#define REF_THREADS (1 + REF_NSYNC)
 
 /* What a request is to its owner. Final states are what a blocked waiter
  * finds when its thread next runs. */
@@ -54,9 +59,14 @@ struct ref_request {
 	uint64_t enqueued_ns;
 };
 
+/* BH_TRACK_HOLD: permits a thread holds, and since when it went from none */
+struct ref_holding {
+	uint64_t held, since_ns;
+};
+
 struct ref_bh {
 	/* configuration */
-	bool fair, no_stats;
+	bool fair, no_stats, track_hold;
 	uint32_t queue_cap;
 	uint64_t starve_ns;
 	bool try_limit_first; /* see ref_init() */
@@ -71,10 +81,11 @@ struct ref_bh {
 	uint8_t q[REF_NODES];
 	unsigned qlen;
 	struct ref_request req[REF_NODES];
+	struct ref_holding holding[REF_THREADS];
 
 	/* what bh_stats must say */
 	uint64_t acquired, released, rejected, timed_out, cancelled, over_released;
-	struct bh_hist wait, wait_failed;
+	struct bh_hist wait, wait_failed, hold;
 
 	/* observer events since ref_take_events() */
 	struct ref_event ev[REF_MAX_EVENTS];
@@ -87,20 +98,22 @@ struct ref_bh {
 void ref_init(struct ref_bh *m, const struct bh_config *cfg, uint64_t starve_ns,
 	      bool try_limit_first);
 
-int ref_try_acquire(struct ref_bh *m, uint32_t n);
+int ref_try_acquire(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now);
 /* bh_acquire by blocking request id at time now: a result, or REF_BLOCKS. */
 int ref_acquire(struct ref_bh *m, unsigned id, uint32_t n, uint64_t deadline_ns, uint64_t now);
 /* The blocked waiter id's wait returned wait_result (0, -EINTR, -EAGAIN:
  * re-check; -ETIMEDOUT: its deadline passed): its result, or REF_BLOCKS. */
 int ref_resume(struct ref_bh *m, unsigned id, int wait_result, uint64_t now);
-/* pthread_cancel acted on the blocked waiter id. */
+/* pthread_cancel acted on the blocked waiter id; its thread is gone. */
 void ref_cancel(struct ref_bh *m, unsigned id, uint64_t now);
-int ref_acquire_async(struct ref_bh *m, unsigned id, uint32_t n, uint64_t now);
+int ref_acquire_async(struct ref_bh *m, unsigned thread, unsigned id, uint32_t n,
+		      uint64_t now);
 int ref_cancel_async(struct ref_bh *m, unsigned id, uint64_t now);
-int ref_release(struct ref_bh *m, uint32_t n, uint64_t now);
+int ref_release(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now);
+void ref_record_hold(struct ref_bh *m, uint64_t ns);
 int ref_close(struct ref_bh *m, uint64_t now);
 int ref_set_limit(struct ref_bh *m, uint32_t limit, uint64_t now);
-/* The expected bh_stats (hold is never recorded: no BH_TRACK_HOLD). */
+/* The expected bh_stats. */
 void ref_stats(const struct ref_bh *m, struct bh_stats *out);
 
 static inline bool ref_final(enum ref_state s)

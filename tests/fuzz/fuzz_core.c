@@ -378,7 +378,7 @@ static void check_all(void)
 
 static void op_try(uint32_t n)
 {
-	int want = ref_try_acquire(&H.m, n);
+	int want = ref_try_acquire(&H.m, REF_MAIN, n, H.now);
 
 	note("try_acquire(%u)", n);
 	expect("bh_try_acquire", bh_try_acquire(H.bh, n), want);
@@ -451,7 +451,7 @@ static void op_async(unsigned j, uint32_t n)
 	if (H.m.req[id].st == REF_QUEUED)
 		return; /* a queued node is the library's until it is done */
 	note("async %u: acquire_async(%u) at %llu", j, n, (unsigned long long)H.now);
-	want = ref_acquire_async(&H.m, id, n, H.now);
+	want = ref_acquire_async(&H.m, REF_MAIN, id, n, H.now);
 	expect("bh_acquire_async", bh_acquire_async(H.bh, &H.a[j], n, fw_async_done, NULL),
 	       want);
 }
@@ -466,7 +466,7 @@ static void op_cancel_async(unsigned j)
 
 static void op_release(uint32_t n)
 {
-	int want = ref_release(&H.m, n, H.now);
+	int want = ref_release(&H.m, REF_MAIN, n, H.now);
 
 	note("release(%u)", n);
 	expect("bh_release", bh_release(H.bh, n), want);
@@ -486,6 +486,27 @@ static void op_set_limit(uint32_t limit)
 
 	note("set_limit(%u)", limit);
 	expect("bh_set_limit", bh_set_limit(H.bh, limit), want);
+}
+
+static void op_record_hold(uint64_t ns)
+{
+	note("record_hold(%llu)", (unsigned long long)ns);
+	ref_record_hold(&H.m, ns);
+	bh_record_hold(H.bh, ns);
+}
+
+/* Arguments the API refuses with -EINVAL before touching anything. */
+static void op_nulls(void)
+{
+	struct bh_async scratch;
+
+	note("null arguments");
+	expect("bh_acquire_async(NULL node)", bh_acquire_async(H.bh, NULL, 1, fw_async_done, NULL),
+	       -EINVAL);
+	expect("bh_acquire_async(NULL fn)", bh_acquire_async(H.bh, &scratch, 1, NULL, NULL),
+	       -EINVAL);
+	expect("bh_cancel_async(NULL)", bh_cancel_async(H.bh, NULL), -EINVAL);
+	bh_destroy(NULL);
 }
 
 /* The kernel delivers the wakes it was asked for. */
@@ -537,6 +558,8 @@ static void run_op(uint8_t op)
 		note("clock %llu", (unsigned long long)H.now);
 		break;
 	case BHF_WAKEALL: op_wake_all(); break;
+	case BHF_HOLD: op_record_hold(((uint64_t)next() + 1) * 1000); break;
+	case BHF_NULLS: op_nulls(); break;
 	}
 }
 
@@ -549,7 +572,8 @@ static void start(uint8_t c0, uint8_t c1)
 		.max_concurrent = 1 + (c0 & 3),
 		.queue_capacity = queue_caps[(c0 >> 3) & 7],
 		.flags = (c0 & BHF_CFG_FAIR ? BH_FAIR : 0) |
-			 (c0 & BHF_CFG_NOSTATS ? BH_NO_STATS : 0),
+			 (c0 & BHF_CFG_NOSTATS ? BH_NO_STATS : 0) |
+			 (c1 & BHF_CFG1_HOLD ? BH_TRACK_HOLD : 0),
 	};
 	uint64_t spin_ns = c0 & BHF_CFG_SPIN ? 200 : 0, starve = starve_delays[c1 & 3];
 
@@ -560,9 +584,10 @@ static void start(uint8_t c0, uint8_t c1)
 	H.now = 1000;
 	bhf_attach(H.bh, &hooks, spin_ns, starve);
 	ref_init(&H.m, &cfg, starve, bhf_try_checks_limit_first());
-	note("bulkhead: limit %u, queue %u, %s%s%s, starve %llu ns", cfg.max_concurrent,
+	note("bulkhead: limit %u, queue %u, %s%s%s%s, starve %llu ns", cfg.max_concurrent,
 	     cfg.queue_capacity, cfg.flags & BH_FAIR ? "fair" : "unfair",
-	     cfg.flags & BH_NO_STATS ? ", no stats" : "", spin_ns ? ", spinning" : "",
+	     cfg.flags & BH_NO_STATS ? ", no stats" : "",
+	     cfg.flags & BH_TRACK_HOLD ? ", hold times" : "", spin_ns ? ", spinning" : "",
 	     (unsigned long long)starve);
 }
 
@@ -646,6 +671,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #define SETLIM(m) BHF_SETLIM, (m)
 #define CLOCK(a) BHF_CLOCK, (a)
 #define WAKEALL BHF_WAKEALL
+#define HOLD(a) BHF_HOLD, (a)
+#define NULLS BHF_NULLS
 #define WOKEN 0
 #define EINTR_ 1
 #define EAGAIN_ 2
@@ -707,6 +734,9 @@ const struct bhf_seed bhf_seeds[] = {
 	SEED("cancel-after-over-release", CFG(4, FAIR, 6), 0, TRY(3),
 	     ACQ(0, 2, BHF_DL_FOREVER), ACQ(1, 1, BHF_DL_FOREVER), REL(1), CANCEL(1), REL(1),
 	     REL(1), REL(1), CANCEL(0), TRY(4), TRY(1)),
+	SEED("hold-times", CFG(2, 0, 3), BHF_CFG1_HOLD, TRY(1), CLOCK(3), TRY(1), REL(1), CLOCK(9),
+	     REL(1), ACQ(0, 2, BHF_DL_FOREVER), TRY(2), ACQ(1, 1, 60), REL(2), WAKEALL, REL(1),
+	     TRY(1), REL(3), HOLD(7), NULLS, REL(1)),
 	SEED("closed-try-order", CFG(2, 0, 2), 0, CLOSE, TRY(3), TRY(1), ACQ(0, 3, 20),
 	     ASYNC(0, 3), REL(1)),
 };

@@ -22,7 +22,8 @@ extern const unsigned bhf_nseeds;
  *   byte 0: bits 0-1 max_concurrent - 1; bit 2 BH_FAIR; bits 3-5 queue
  *           capacity (0, 1, 2, 3, 4, 6, 8, unbounded); bit 6 a head spins
  *           200 ns (so short holds pre-wake the next head); bit 7 BH_NO_STATS
- *   byte 1: bits 0-1 the starvation delay (0, 300 ns, 3 us, 1 ms)
+ *   byte 1: bits 0-1 the starvation delay (0, 300 ns, 3 us, 1 ms); bit 2
+ *           BH_TRACK_HOLD
  * Each operation is an opcode byte (taken modulo BHF_NOPS) and its
  * argument bytes; a missing byte reads as 0. k is a blocking waiter (0-5,
  * from 3 bits modulo 6), j an async node (0-3), n a permit count (0-7, so 0
@@ -40,11 +41,14 @@ enum {
 	BHF_SETLIM,  /* m: bh_set_limit(m & 7) */
 	BHF_CLOCK,   /* d: the clock advances (d + 1) x 50 ns */
 	BHF_WAKEALL, /* every waiter with a wake pending returns from its wait */
+	BHF_HOLD,    /* d: bh_record_hold((d + 1) us) */
+	BHF_NULLS,   /* the async calls with NULL arguments, and bh_destroy(NULL) */
 	BHF_NOPS
 };
 #define BHF_CFG_FAIR 0x04
 #define BHF_CFG_SPIN 0x40
 #define BHF_CFG_NOSTATS 0x80
+#define BHF_CFG1_HOLD 0x04
 /* deadline byte: 0 forever, 1 zero, 2 now, else now + 100 ns x byte */
 #define BHF_DL_FOREVER 0
 #define BHF_DL_ZERO 1

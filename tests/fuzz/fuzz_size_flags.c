@@ -73,22 +73,18 @@ static size_t decimal_prefix(const char *s)
 /* The value of s's first len characters, or false if out of range. */
 static bool decimal_value(const char *s, size_t len, double *v)
 {
-	char buf[512];
-	int saved;
+	char *buf = strndup(s, len);
+	int saved = errno;
+	bool ok;
 
-	if (len >= sizeof(buf))
-		return false; /* longer than any test input gets */
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	saved = errno;
+	if (!buf)
+		abort();
 	errno = 0;
 	*v = strtod(buf, NULL);
-	if (errno != 0 || !isfinite(*v)) {
-		errno = saved;
-		return false;
-	}
+	ok = errno == 0 && isfinite(*v);
 	errno = saved;
-	return true;
+	free(buf);
+	return ok;
 }
 
 static void fail_parser(const char *what, const char *s, bool got, bool want)
