@@ -160,6 +160,21 @@ static int async_id(const struct bh_qlink *l)
 	return -1;
 }
 
+/* Wait for the turn. A pthread_cancel sent meanwhile acts when the turn
+ * comes, at the pthread_testcancel: inside the library's wait, as in the
+ * real futex wait, but outside sem_wait (ThreadSanitizer loses track of a
+ * thread cancelled inside a call it intercepts). */
+static void park(struct waiter *w)
+{
+	int old;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	while (sem_wait(&w->go) != 0)
+		;
+	pthread_setcancelstate(old, NULL);
+	pthread_testcancel();
+}
+
 /* The wait parks the calling waiter and hands the turn back; it returns
  * what the harness decides. A word that no longer holds expect returns at
  * once, as FUTEX_WAIT does. */
@@ -178,8 +193,7 @@ static int fw_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect_v, uint64_
 	w->woken = false;
 	w->phase = W_PARKED;
 	sem_post(&H.back);
-	while (sem_wait(&w->go) != 0) /* a cancellation point: pthread_cancel acts here */
-		;
+	park(w);
 	w->phase = W_RUNNING;
 	return w->resume_with;
 }
@@ -245,12 +259,15 @@ static void *waiter_main(void *p)
 	struct waiter *w = p;
 
 	self = w;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL); /* but inside bh_acquire */
 	for (;;) {
 		while (sem_wait(&w->go) != 0)
 			;
 		w->phase = W_RUNNING;
 		w->link = NULL;
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		w->result = bh_acquire(H.bh, w->n, w->deadline);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 		w->phase = W_IDLE;
 		sem_post(&H.back);
 	}
@@ -435,6 +452,7 @@ static void op_cancel(unsigned k)
 	ref_cancel(&H.m, k, H.now);
 	w->phase = W_RUNNING;
 	pthread_cancel(w->thread);
+	sem_post(&w->go); /* its turn: the cancel acts, the cleanup handler runs */
 	pthread_join(w->thread, &ret);
 	sem_destroy(&w->go);
 	w->alive = false;
