@@ -10,8 +10,9 @@
  * the unfair woken head racing newcomers and marking itself starving;
  * deadlines racing grants; pthread cancellation racing a grant (the cleanup
  * handler); async nodes and bh_cancel_async; bh_close; bh_set_limit; the
- * short-hold pre-wake; weighted requests. docs/design.md ("The model") maps
- * each step to the function it abstracts and says what is left out.
+ * short-hold pre-wake; weighted requests. docs/design.md ("The protocol
+ * model") maps each step to the function it abstracts and says what is
+ * left out.
  *
  * Granularity. One Promela step per access to shared state that another
  * thread can observe without the lock: a CAS loop on the word is one atomic
@@ -491,9 +492,13 @@ inline admit(n, kind)
 
 /* ---- releasing -------------------------------------------------------- */
 
-/* give_back(): a cancelled grantee's permits go back, then the queue */
+/* give_back(): a cancelled grantee's permits go back, then the queue. The
+ * code adds only what fits under the limit, for callers that released
+ * permits they did not hold; this model's callers never do, so here they
+ * always fit. */
 inline give_back(n)
 {
+	assert(avail + n <= limit);
 	avail = avail + n
 }
 
