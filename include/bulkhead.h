@@ -119,7 +119,8 @@ struct bh_stats {
 	uint64_t rejected;      /* -EBUSY: no permit and no queue room */
 	uint64_t timed_out;     /* -ETIMEDOUT after queueing */
 	uint64_t cancelled;     /* waiters removed by pthread_cancel or bh_cancel_async */
-	uint64_t over_released; /* -EOVERFLOW from bh_release */
+	uint64_t over_released; /* -EOVERFLOW from bh_release, and cancelled waiters'
+	                         * permits found already given back (bh_acquire(3)) */
 	uint64_t released;      /* successful releases (calls) */
 	struct bh_hist wait;        /* queued acquires: enqueue to grant */
 	struct bh_hist wait_failed; /* queued acquires: enqueue to timeout, close, cancel */

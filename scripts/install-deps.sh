@@ -3,7 +3,8 @@
 # Skips apt entirely when everything is already there.
 set -e
 pkgs="build-essential autoconf automake libtool autoconf-archive pkg-config groff-base
-      libcmocka-dev liburing-dev clang curl prometheus libhiredis-dev redis-server"
+      libcmocka-dev liburing-dev clang curl prometheus libhiredis-dev redis-server
+      spin"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -5,6 +5,9 @@
 #   build/       gcc -Werror
 #   build-tsan/  clang -fsanitize=thread
 #   build-asan/  gcc -fsanitize=address,undefined
+# Then, in build/, the protocol model (`make model`, spin) and each fuzz
+# harness for a fixed time (`make fuzz`, libFuzzer: BH_FUZZ_SECONDS, 60 here
+# for the core and 30 for each command line).
 # Exits non-zero on the first failure.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,9 +87,36 @@ stress() {
 	grep -E ': PASS |^stress: ' "$top/$dir/stress.out"
 }
 
+# The model and the fuzzers in a build that `check` made; a missing spin or
+# libFuzzer is a failure here, not a skip.
+model() {
+	echo "== $1: model"
+	if ! BH_MODEL_REQUIRE=1 make -C "$top/$1" model >"$top/$1/model.out" 2>&1; then
+		grep -v '^model: ok' "$top/$1/model.out" | tail -n 40
+		echo "== $1: model FAILED"
+		exit 1
+	fi
+	grep -E '^model: [0-9]+ s in all|^model: PASS' "$top/$1/model.out"
+}
+
+fuzz() {
+	echo "== $1: fuzz"
+	if ! BH_FUZZ_REQUIRE=1 BH_FUZZ_SECONDS="${BH_FUZZ_SECONDS:-60}" \
+		BH_FUZZ_SECONDS_size_flags="${BH_FUZZ_SECONDS_size_flags:-30}" \
+		BH_FUZZ_SECONDS_demo_flags="${BH_FUZZ_SECONDS_demo_flags:-30}" \
+		make -C "$top/$1" fuzz >"$top/$1/fuzz.out" 2>&1; then
+		tail -n 40 "$top/$1/fuzz.out"
+		echo "== $1: fuzz FAILED"
+		exit 1
+	fi
+	grep -E '^fuzz: ' "$top/$1/fuzz.out"
+}
+
 check build
 installed
 stress build
+model build
+fuzz build
 check build-tsan CC=clang --enable-sanitizer=thread
 stress build-tsan
 check build-asan --enable-sanitizer=address,undefined

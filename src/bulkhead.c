@@ -481,10 +481,22 @@ static int admit(struct bulkhead *bh, struct bh_qlink *l)
 	return 1;
 }
 
-/* Put n held permits back and serve the queue (caller holds the lock). */
+/* Put a cancelled grantee's n permits back and serve the queue (caller
+ * holds the lock). Releases are not tied to threads, so another call may
+ * already have given some of them back (a caller's bug that bh_release
+ * accepts while the total stays within the limit): only what fits goes
+ * back, like bh_release, so free permits never exceed the limit, and the
+ * excess counts as an over-release. */
 static void give_back(struct bulkhead *bh, uint32_t n, struct wake_batch *wb)
 {
-	atomic_fetch_add_explicit(&bh->word, n, memory_order_acq_rel);
+	uint64_t w = load_word(bh);
+	int64_t room;
+
+	do
+		room = (int64_t)w_limit(w) - w_avail(w);
+	while (!cas_word(bh, &w, w + (room < n ? (uint64_t)room : n)));
+	if (room < n)
+		atomic_fetch_add_explicit(&bh->over_released, 1, memory_order_relaxed);
 	dispatch(bh, wb);
 }
 

@@ -1,0 +1,22 @@
+/* The only file of the fuzz harness that includes the core's internals. */
+#include "internal.h"
+#include "fuzz_hooks.h"
+
+void bhf_attach(bulkhead_t *bh, const struct bhf_hooks *h, uint64_t spin_ns,
+		uint64_t starve_ns)
+{
+	static struct bhi_sync_ops ops;
+
+	ops = (struct bhi_sync_ops){
+		.wait = h->wait,
+		.wake = h->wake,
+		.now = h->now,
+		.queued = h->queued,
+		.granted = h->granted,
+		.ctx = h->ctx,
+	};
+	bhi_set_sync_ops(bh, &ops); /* also turns spinning off */
+	bhi_set_spin_ns(bh, spin_ns);
+	bhi_set_starve_ns(bh, starve_ns);
+}
+
