@@ -27,6 +27,8 @@
 
 #include <stdint.h>
 
+#include <bulkhead/version.h> /* BH_VERSION_*, written by configure */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,10 +38,6 @@ extern "C" {
 #else
 #define BH_API
 #endif
-
-#define BH_VERSION_MAJOR 0
-#define BH_VERSION_MINOR 1
-#define BH_VERSION_PATCH 0
 
 typedef struct bulkhead bulkhead_t; /* opaque */
 
