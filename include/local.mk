@@ -20,3 +20,24 @@ tests/test_version: $(srcdir)/tests/test_version.sh Makefile
 		echo 'export top_srcdir top_builddir'; \
 		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_version.sh" "$$@"'; \
 	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# <bulkhead.hpp>: header-only, installed next to <bulkhead.h>.
+include_HEADERS += include/bulkhead.hpp
+EXTRA_DIST += docs/cpp.md
+
+# Its tests build tests/test_hpp.cc with every C++ compiler found, C++17 and
+# C++20, and with this build's sanitizer (see the script).
+TESTS += tests/test_hpp
+check_SCRIPTS += tests/test_hpp
+CLEANFILES += tests/test_hpp
+EXTRA_DIST += tests/test_hpp.sh tests/test_hpp.cc
+tests/test_hpp: $(srcdir)/tests/test_hpp.sh Makefile
+	$(AM_V_GEN)$(MKDIR_P) tests && { \
+		echo '#!/bin/sh'; \
+		echo 'CC="$(CC)" CXX="$(CXX)" BH_SAN_FLAGS="$(BH_SAN_FLAGS)"'; \
+		echo 'LIBURING_CFLAGS="$(LIBURING_CFLAGS)" LIBURING_LIBS="$(LIBURING_LIBS)"'; \
+		echo 'BH_LA="$(abs_top_builddir)/$(filter %/libbulkhead.la,$(lib_LTLIBRARIES))"'; \
+		echo 'top_srcdir="$(abs_top_srcdir)" top_builddir="$(abs_top_builddir)"'; \
+		echo 'export CC CXX BH_SAN_FLAGS LIBURING_CFLAGS LIBURING_LIBS BH_LA top_srcdir top_builddir'; \
+		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_hpp.sh" "$$@"'; \
+	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
