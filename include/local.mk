@@ -23,7 +23,10 @@ tests/test_version: $(srcdir)/tests/test_version.sh Makefile
 
 # <bulkhead.hpp>: header-only, installed next to <bulkhead.h>.
 include_HEADERS += include/bulkhead.hpp
-EXTRA_DIST += docs/cpp.md
+# Its guide goes with the other design notes, into the documentation
+# directory.
+bhcxxdocdir = $(docdir)
+dist_bhcxxdoc_DATA = docs/cpp.md
 
 # Its tests build tests/test_hpp.cc with every C++ compiler found, C++17 and
 # C++20, and with this build's sanitizer (see the script).
@@ -41,3 +44,11 @@ tests/test_hpp: $(srcdir)/tests/test_hpp.sh Makefile
 		echo 'export CC CXX BH_SAN_FLAGS LIBURING_CFLAGS LIBURING_LIBS BH_LA top_srcdir top_builddir'; \
 		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_hpp.sh" "$$@"'; \
 	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# The smallest real use, in C++ (built by make, like examples/basic).
+if HAVE_CXX
+noinst_PROGRAMS += examples/basic-cxx
+examples_basic_cxx_SOURCES = examples/basic.cc
+examples_basic_cxx_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror $(BH_SAN_FLAGS)
+examples_basic_cxx_LDADD = src/libbulkhead.la
+endif
