@@ -505,7 +505,9 @@ std::unique_ptr<task> make_task(F f)
 }
 
 // Owns one bh_pool_t. Its destructor is bh_pool_destroy: it waits for the
-// queued and running tasks, and must not run on one of the pool's threads.
+// queued and running tasks, and must not run on one of the pool's threads
+// (there bh_pool_destroy refuses, and the destructor leaves the pool alive
+// rather than deadlock; destroy() reports it).
 class pool {
 public:
 	pool() noexcept = default;
@@ -695,6 +697,8 @@ private:
 };
 
 // Owns the tracker (bh_uring_t) of one ring; used by the ring's thread only.
+// Every operation it tracks is a bh::uring_request (its reap and drain hand
+// each tracked op to the request that owns it).
 class uring {
 public:
 	uring() noexcept = default;
@@ -727,8 +731,11 @@ public:
 	// Frees the tracker. If anything it tracks is still in flight, it
 	// drains first (bh_uring_drain: everything on the ring is cancelled and
 	// reaped, its requests completed and deleted, CQEs not the tracker's
-	// dropped), so no request outlives its memory: call drain() yourself
-	// first to see those CQEs. Destroy it before io_uring_queue_exit.
+	// dropped), so no request outlives its memory: call drain_until()
+	// yourself first to see those CQEs. Destroy it before
+	// io_uring_queue_exit. If even the drain fails (a kernel without
+	// IORING_ASYNC_CANCEL_ANY), the tracker is left allocated: a leak, never
+	// memory the kernel still writes to.
 	~uring()
 	{
 		reset();
@@ -752,7 +759,7 @@ public:
 				io_uring_sqe *&sqe) noexcept
 	{
 		static_assert(std::is_base_of_v<uring_request, R>, "requests derive from bh::uring_request");
-		if (!req || !t_)
+		if (!req || !t_ || !b)
 			return std::make_error_code(std::errc::invalid_argument);
 		uring_request *base = req.get();
 		bh_uring_op *op = &base->op_;
@@ -767,6 +774,7 @@ public:
 	template <class R, class Deadline>
 	std::error_code track(std::unique_ptr<R> &req, const Deadline &deadline) noexcept
 	{
+		static_assert(std::is_base_of_v<uring_request, R>, "requests derive from bh::uring_request");
 		if (!req || !t_)
 			return std::make_error_code(std::errc::invalid_argument);
 		bh_uring_op *op = &static_cast<uring_request *>(req.get())->op_;

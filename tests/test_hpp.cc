@@ -530,6 +530,8 @@ static void test_uring()
 		auto second = std::make_unique<nop_request>(&completions);
 		CHECK(t.get_sqe(second, b, 1, sqe) == bh::errc::busy);
 		CHECK(second != nullptr);
+		bh::bulkhead none;
+		CHECK(t.get_sqe(second, none, 1, sqe) == bh::errc::invalid);
 
 		// A foreign SQE of our own goes to the foreign handler.
 		io_uring_sqe *mine = io_uring_get_sqe(&ring);
