@@ -4,6 +4,8 @@
 set -e
 pkgs="build-essential autoconf automake libtool autoconf-archive pkg-config
       libcmocka-dev liburing-dev clang curl prometheus"
+# The ABI gate in make check (abidw, abidiff).
+pkgs="$pkgs abigail-tools"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
