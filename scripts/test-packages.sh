@@ -52,6 +52,39 @@ echo
 sed -n '/^dpkg-gensymbols: warning/,/^[^-+@ ]/p' "$tmp/build.log" | head -n 40
 step "dpkg-buildpackage -us -uc -b (build and make check)"
 
+# What each package must hold: the library, the headers and development
+# files, and every page and document of the source tree (new layers' pages
+# included), each in exactly one package.
+for deb in "$tmp"/*.deb; do dpkg-deb -c "$deb"; done | awk '{ print $6 }' >"$tmp/contents"
+missing=0
+want() {
+	grep -q -- "$1" "$tmp/contents" || { echo "no package holds $1"; missing=$((missing + 1)); }
+}
+want '/libbulkhead\.so\.0$'
+want '/libbulkhead\.so$'
+want '/libbulkhead\.a$'
+want '/pkgconfig/bulkhead\.pc$'
+want '^\./usr/include/bulkhead\.h$'
+want '^\./usr/include/bulkhead\.hpp$'
+want '^\./usr/include/bulkhead/version\.h$'
+want '^\./usr/bin/bulkhead-size$'
+want '^\./usr/bin/bulkhead-demo$'
+for h in "$tmp"/src/include/bulkhead/*.h; do
+	want "^\./usr/include/bulkhead/$(basename "$h")\$"
+done
+for page in "$tmp"/src/docs/man/*.[1-9]; do
+	b=$(basename "$page")
+	case $b in bh_uring_*) [ -f "$tmp/src/include/bulkhead/uring.h" ] || continue ;; esac
+	want "/man${b##*.}/$b\.gz\$"
+done
+for doc in "$tmp"/src/docs/*.md; do
+	want "/usr/share/doc/libbulkhead/$(basename "$doc")"
+done
+[ "$missing" -eq 0 ] || { echo "== packages: $missing files missing"; exit 1; }
+dups=$(sort "$tmp/contents" | grep -v '/$' | uniq -d)
+[ -z "$dups" ] || { echo "in two packages:"; echo "$dups"; exit 1; }
+echo "contents: $(grep -c -v '/$' "$tmp/contents") files, each page, header and document of the tree included"
+
 changes=$(ls "$tmp"/libbulkhead_*.changes)
 lintian --fail-on error --display-info --tag-display-limit 0 "$changes" >"$tmp/lintian.out" 2>&1 ||
 	{ cat "$tmp/lintian.out"; echo "== packages: lintian found errors"; exit 1; }
