@@ -92,7 +92,8 @@ if [ -s "$tmp/lintian.out" ]; then cat "$tmp/lintian.out"; else echo "lintian: n
 step "lintian"
 
 installed=yes
-apt install "$tmp"/*.deb
+# shellcheck disable=SC2046
+apt install $(for p in $pkgs; do ls "$tmp/${p}_"*.deb; done)
 step "install"
 
 (cd "$tmp/src" && AUTOPKGTEST_TMP="$tmp/examples" && mkdir -p "$AUTOPKGTEST_TMP" &&
