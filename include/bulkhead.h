@@ -34,6 +34,8 @@
 
 #include <stdint.h>
 
+#include <bulkhead/version.h> /* BH_VERSION_*, written by configure */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,12 +46,10 @@ extern "C" {
 #define BH_API
 #endif
 
-#define BH_VERSION_MAJOR 0
-#define BH_VERSION_MINOR 1
-#define BH_VERSION_PATCH 0
-
 typedef struct bulkhead bulkhead_t; /* opaque */
 
+/* ABI: read by bh_create; grows only at the end, with a new symbol version
+ * of bh_create that reads the old size for old programs (abi/README.md). */
 struct bh_config {
 	uint32_t max_concurrent; /* permits, 1 ... BH_LIMIT_MAX */
 	uint32_t queue_capacity; /* waiters allowed; 0 = never wait; BH_QUEUE_UNBOUNDED
@@ -102,6 +102,7 @@ struct bh_config {
 #define BH_HIST_BUCKETS \
 	(2 + (BH_HIST_MAX_SHIFT - BH_HIST_MIN_SHIFT) * (1 << BH_HIST_SUB_BITS))
 
+/* ABI: frozen (a part of struct bh_stats; callers keep their own). */
 struct bh_hist {
 	uint64_t count;  /* observations: the sum of buckets[] */
 	uint64_t sum_ns; /* their total, in nanoseconds */
@@ -110,9 +111,11 @@ struct bh_hist {
 
 /* A snapshot. limit, in_flight and queued are read at one instant (one load
  * of the state word); counters and histograms are read right after, each
- * exact and monotonic. The fields here stay; once a version is released, the
- * struct grows only together with a new symbol version of bh_stats, so a
- * program built against an older header keeps getting the old layout. */
+ * exact and monotonic. ABI: the fields here stay; once a version is
+ * released, the struct grows only at the end and only together with a new
+ * symbol version of bh_stats, while the old version keeps filling the old
+ * layout: a program built against an older header keeps getting it
+ * (abi/README.md; the ABI gate in make check enforces it). */
 struct bh_stats {
 	uint64_t limit, in_flight, queued;
 	uint64_t acquired;      /* successful acquires (calls, not permits) */
@@ -217,6 +220,7 @@ BH_API uint64_t bh_now_ns(void);
 struct bh_async;
 typedef void bh_async_fn(struct bh_async *node, int result);
 
+/* ABI: frozen, like struct bh_async: callers embed the node. */
 struct bh_qlink { /* private to the library */
 	struct bh_qlink *next, *prev;
 	uint64_t enqueued_ns;

@@ -5,6 +5,8 @@ set -e
 pkgs="build-essential autoconf automake libtool autoconf-archive pkg-config groff-base
       libcmocka-dev liburing-dev clang curl prometheus libhiredis-dev redis-server
       spin"
+# The ABI gate in make check (abidw, abidiff).
+pkgs="$pkgs abigail-tools"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

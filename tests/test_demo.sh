@@ -14,6 +14,7 @@ tmp=$(mktemp -d) || exit 99
 pid=
 trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 fails=0
+"${top_builddir:-.}/tests/loopback_probe" || exit 77 # it all runs over loopback
 
 . "${top_srcdir:-.}/tests/demo_sigterm.sh"
 

@@ -21,6 +21,7 @@ pid=
 trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 fails=0
 limit=16
+"${top_builddir:-.}/tests/loopback_probe" || exit 77 # payment is called over loopback
 
 . "${top_srcdir:-.}/tests/demo_sigterm.sh"
 

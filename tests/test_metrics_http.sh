@@ -6,6 +6,7 @@ ex="${top_builddir:-.}/examples/metrics_http"
 command -v curl >/dev/null 2>&1 || { echo "curl not installed: skip"; exit 77; }
 tmp=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+"${top_builddir:-.}/tests/loopback_probe" || exit 77
 "$ex" --seconds 60 >"$tmp/out" &
 pid=$!
 port=""

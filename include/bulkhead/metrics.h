@@ -38,6 +38,8 @@
 extern "C" {
 #endif
 
+/* ABI: read by the exporters; grows only at the end, with new symbol
+ * versions of the four functions below (abi/README.md). */
 struct bh_metric_set {
 	bulkhead_t *const *bulkheads;
 	size_t n_bulkheads;

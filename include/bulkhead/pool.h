@@ -95,6 +95,8 @@ enum bh_pool_policy {
 
 #define BH_POOL_THREADS_MAX 4096u /* largest max_threads */
 
+/* ABI: read by bh_pool_create; grows only at the end, with a new symbol
+ * version of bh_pool_create (abi/README.md). */
 struct bh_pool_config {
 	const char *name;            /* thread-name prefix: "pay" names pay-1, pay-2...
 	                              * (cut to fit 15 bytes; NULL means "bhpool") */
@@ -112,6 +114,7 @@ struct bh_task;
 typedef void bh_task_run_fn(struct bh_task *task);
 typedef void bh_task_done_fn(struct bh_task *task, int status);
 
+/* ABI: frozen, like struct bh_task: callers embed the node. */
 struct bh_task_private { /* private to the library */
 	struct bh_task *next, *prev;
 	void *pool;
@@ -136,7 +139,9 @@ struct bh_task {
  *   submitted == queued + active - abandoned_running
  *                + completed + abandoned + discarded + caller_ran
  *
- * (rejected and largest stand apart). The struct may grow; these stay.
+ * (rejected and largest stand apart). ABI: these fields stay; the struct
+ * grows only at the end, with a new symbol version of bh_pool_stats that
+ * fills the new layout (the old one keeps filling the old; abi/README.md).
  */
 struct bh_pool_stats {
 	uint64_t alive;             /* threads alive */
@@ -210,6 +215,7 @@ BH_API const char *bh_pool_name(const bh_pool_t *pool);
  * The last line is the check that matters: a task that waits in the queue
  * longer than its caller waits runs for nobody.
  */
+/* ABI: both grow only at the end, with a new symbol version of bh_pool_size. */
 struct bh_pool_load {
 	double peak_qps;            /* calls per second to the dependency at peak */
 	uint64_t p99_ns;            /* the dependency's P99 latency */

@@ -94,7 +94,8 @@ typedef void bh_uring_grant_fn(struct bh_uring_op *op, int result);
 
 /* The per-operation record. Zero it before first use: an all-zero record is
  * idle. It is idle again once its final CQE was handed to the tracker (or a
- * cancel or refusal said so), and may then be reused or freed. */
+ * cancel or refusal said so), and may then be reused or freed. ABI: frozen,
+ * size and layout (callers embed it; the inline functions read it). */
 struct bh_uring_op {
 	void *data; /* the caller's; the library never touches it */
 
@@ -135,6 +136,8 @@ typedef void bh_uring_cqe_fn(void *ctx, struct io_uring_cqe *cqe, int kind,
 #define BH_URING_UD_TAG 0xb4u /* top byte of every user_data the tracker owns */
 #define BH_URING_CHAIN_MAX 64 /* most SQEs one op may chain */
 
+/* ABI: these fields stay; grows only at the end, with a new symbol version
+ * of bh_uring_stats (abi/README.md). */
 struct bh_uring_stats {
 	uint64_t in_flight; /* ops holding permits and SQEs, final CQE not yet seen */
 	uint64_t held;      /* ops holding granted permits, SQE not yet taken */
