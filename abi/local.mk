@@ -31,3 +31,14 @@ abi-baseline: $(BH_ABI_LA)
 		>$(top_srcdir)/abi/libbulkhead.abi.tmp && \
 		mv $(top_srcdir)/abi/libbulkhead.abi.tmp $(top_srcdir)/abi/libbulkhead.abi
 .PHONY: abi-baseline
+
+# A program built against 0.1 binds to bh_stats@LIBBULKHEAD_0.1 and gets
+# exactly the 0.1 layout (shared library only: the version nodes).
+if HAVE_LD_VERSION_SCRIPT
+check_PROGRAMS += tests/test_compat_0_1
+tests_test_compat_0_1_SOURCES = tests/test_compat_0_1.c
+tests_test_compat_0_1_LDADD = src/libbulkhead.la
+TESTS += tests/test_compat_0_1
+else
+EXTRA_DIST += tests/test_compat_0_1.c
+endif

@@ -595,7 +595,7 @@ static BH_COLD void hold_end(struct bulkhead *bh, uint32_t n)
 
 		hold_add(bh, (unsigned)(s - bh->slots), ns);
 		s->hold_start = 0;
-		bhs_emit(bh, BHS_HOLD, ns, BHS_OK); /* an adaptive sample, if one listens */
+		bhk_emit(bh, BHK_HOLD, ns, BHK_OK); /* an adaptive sample, if one listens */
 	}
 }
 
@@ -605,7 +605,7 @@ void bh_record_hold(bulkhead_t *bh, uint64_t ns)
 		bhs_record_hold(bh, ns);
 	else if (bh->hold)
 		hold_add(bh, bhi_tindex, ns);
-	bhs_emit(bh, BHS_HOLD, ns, BHS_OK);
+	bhk_emit(bh, BHK_HOLD, ns, BHK_OK);
 }
 
 /* ---- waits --------------------------------------------------------------------- */
@@ -1110,6 +1110,18 @@ int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 		bh_hist_merge(&out->hold, &shard);
 	}
 	return 0;
+}
+
+/* For bh_stats@LIBBULKHEAD_0.1 (src/compat_0_1.c): growth is append-only,
+ * so an older layout is a prefix of the current one. */
+int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size)
+{
+	struct bh_stats st;
+	int r = bh_stats(bh, &st);
+
+	if (r == 0)
+		memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
+	return r;
 }
 
 /* ---- layers (src/layer.h) -------------------------------------------------- */

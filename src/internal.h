@@ -127,7 +127,7 @@ struct bhi_hist {
 void bhi_hist_add(struct bhi_hist *h, uint64_t ns);
 void bhi_hist_read(const struct bhi_hist *h, struct bh_hist *out);
 
-struct bhs_sink;
+struct bhk_sink;
 
 struct bulkhead {
 	/* Line 1: what every fast path reads. */
@@ -136,7 +136,7 @@ struct bulkhead {
 	uint32_t flags;
 	uint32_t queue_cap;
 	uint32_t nslots; /* exclusive slots; slots[nslots] is shared */
-	_Atomic(struct bhs_sink *) sink; /* automatic samples go here (sample_hook.h) */
+	_Atomic(struct bhk_sink *) sink; /* automatic samples go here (sample_hook.h) */
 	_Atomic uint64_t gate_ns; /* BHI_GATED: admit while coarse clock < this */
 	/* A host-wide handle (src/shm/): its state is in shared memory, this
 	 * is the attachment, word is BHI_WORD_EXT and nslots is 0, so every
@@ -170,6 +170,8 @@ void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops);
 void bhi_set_spin_ns(bulkhead_t *bh, uint64_t ns);
 void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns);
 uint64_t bhi_word(const bulkhead_t *bh);
+/* bh_stats into the first size bytes of an older layout (src/compat_0_1.c). */
+int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size);
 
 /* Thread index: 0 = none yet, else index + 1. Initial-exec TLS keeps the
  * fast path free of __tls_get_addr. */

@@ -12,11 +12,12 @@ src_libbhcore_la_SOURCES = \
 src_libbhcore_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS)
 
 lib_LTLIBRARIES += src/libbulkhead.la
-src_libbulkhead_la_SOURCES =
+src_libbulkhead_la_SOURCES = src/compat_0_1.c
 nodist_EXTRA_src_libbulkhead_la_SOURCES = src/dummy.c
 src_libbulkhead_la_LIBADD = src/libbhcore.la
 src_libbulkhead_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(BH_LT_VERSION) -no-undefined
 if HAVE_LD_VERSION_SCRIPT
+src_libbulkhead_la_CPPFLAGS = $(AM_CPPFLAGS) -DBH_LD_VERSION_SCRIPT
 src_libbulkhead_la_LDFLAGS += -Wl,--version-script=$(top_srcdir)/src/libbulkhead.map
 endif
 EXTRA_src_libbulkhead_la_DEPENDENCIES = $(top_srcdir)/src/libbulkhead.map

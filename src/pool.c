@@ -420,7 +420,7 @@ static BH_COLD void cache_fit_locked(struct bh_pool *p)
  * -EBUSY (full) or -ESHUTDOWN. */
 static int permit_locked(struct bh_pool *p)
 {
-	if (BH_UNLIKELY(bhs_attached(p->adm)))
+	if (BH_UNLIKELY(bhk_attached(p->adm)))
 		cache_fit_locked(p);
 	if (cache_take_locked(p))
 		return 0;
@@ -471,12 +471,12 @@ struct ran {
  * run time is its latency sample (0: nobody listens, no clock read). */
 static inline uint64_t sample_start(struct bh_pool *p)
 {
-	return BH_UNLIKELY(bhs_attached(p->adm)) ? p->ops->now(p->ops->ctx) : 0;
+	return BH_UNLIKELY(bhk_attached(p->adm)) ? p->ops->now(p->ops->ctx) : 0;
 }
 
 static BH_COLD void sample_run(struct bh_pool *p, uint64_t t0)
 {
-	bhs_emit(p->adm, BHS_POOL, p->ops->now(p->ops->ctx) - t0, BHS_OK);
+	bhk_emit(p->adm, BHK_POOL, p->ops->now(p->ops->ctx) - t0, BHK_OK);
 }
 
 static void run_task(struct bh_pool *p, struct bh_task *t, struct ran *r)
@@ -693,7 +693,7 @@ static void *worker_main(void *arg)
 		 * that made its room (an idle worker or a queue slot), so whoever
 		 * gets the permit finds the room (docs/pool.md). */
 		cache_put_locked(p);
-		if (BH_UNLIKELY(bhs_attached(p->adm)))
+		if (BH_UNLIKELY(bhk_attached(p->adm)))
 			cache_fit_locked(p);
 		excess = cache_trim_locked(p);
 		unlock(p);

@@ -24,33 +24,33 @@
 
 #include "internal.h"
 
-enum bhs_source { BHS_HOLD = 1u << 0, BHS_URING = 1u << 1, BHS_POOL = 1u << 2 };
-enum bhs_outcome { BHS_OK, BHS_DROPPED, BHS_IGNORE }; /* = enum bh_outcome */
+enum bhk_source { BHK_HOLD = 1u << 0, BHK_URING = 1u << 1, BHK_POOL = 1u << 2 };
+enum bhk_outcome { BHK_OK, BHK_DROPPED, BHK_IGNORE }; /* = enum bh_outcome */
 
-struct bhs_sink {
-	void (*fn)(struct bhs_sink *k, uint64_t ns, int outcome);
-	uint32_t sources; /* enum bhs_source bits it wants */
+struct bhk_sink {
+	void (*fn)(struct bhk_sink *k, uint64_t ns, int outcome);
+	uint32_t sources; /* enum bhk_source bits it wants */
 };
 
 /* Whether anything is attached (to decide whether to read a clock). */
-static inline bool bhs_attached(const struct bulkhead *bh)
+static inline bool bhk_attached(const struct bulkhead *bh)
 {
 	return atomic_load_explicit(&((struct bulkhead *)bh)->sink, memory_order_relaxed) != NULL;
 }
 
 /* The calling thread's slot, or the shared one. */
-static inline _Atomic uint32_t *bhs_busy_word(struct bulkhead *bh)
+static inline _Atomic uint32_t *bhk_busy_word(struct bulkhead *bh)
 {
 	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
 
 	return &bh->slots[t - 1u < bh->nslots ? t - 1u : bh->nslots].in_sink;
 }
 
-static BH_COLD __attribute__((unused)) void bhs_emit_slow(struct bulkhead *bh, unsigned src,
+static BH_COLD __attribute__((unused)) void bhk_emit_slow(struct bulkhead *bh, unsigned src,
 							 uint64_t ns, int outcome)
 {
-	_Atomic uint32_t *busy = bhs_busy_word(bh);
-	struct bhs_sink *k;
+	_Atomic uint32_t *busy = bhk_busy_word(bh);
+	struct bhk_sink *k;
 
 	atomic_fetch_add_explicit(busy, 1, memory_order_seq_cst);
 	k = atomic_load_explicit(&bh->sink, memory_order_seq_cst);
@@ -61,17 +61,17 @@ static BH_COLD __attribute__((unused)) void bhs_emit_slow(struct bulkhead *bh, u
 }
 
 /* One automatic sample of ns from source src. */
-static inline void bhs_emit(struct bulkhead *bh, unsigned src, uint64_t ns, int outcome)
+static inline void bhk_emit(struct bulkhead *bh, unsigned src, uint64_t ns, int outcome)
 {
-	if (BH_UNLIKELY(bhs_attached(bh)))
-		bhs_emit_slow(bh, src, ns, outcome);
+	if (BH_UNLIKELY(bhk_attached(bh)))
+		bhk_emit_slow(bh, src, ns, outcome);
 }
 
 /* 0, or -EBUSY when another sink is attached. acq_rel: pairs with a
  * detach's clear, and publishes k's fields to the hooks' loads. */
-static inline int bhs_attach(struct bulkhead *bh, struct bhs_sink *k)
+static inline int bhk_attach(struct bulkhead *bh, struct bhk_sink *k)
 {
-	struct bhs_sink *none = NULL;
+	struct bhk_sink *none = NULL;
 
 	return atomic_compare_exchange_strong_explicit(&bh->sink, &none, k, memory_order_acq_rel,
 						       memory_order_acquire)
@@ -80,7 +80,7 @@ static inline int bhs_attach(struct bulkhead *bh, struct bhs_sink *k)
 }
 
 /* Unhook and wait until no hook is inside the sink. */
-static inline void bhs_detach(struct bulkhead *bh)
+static inline void bhk_detach(struct bulkhead *bh)
 {
 	atomic_store_explicit(&bh->sink, NULL, memory_order_seq_cst);
 	for (uint32_t i = 0; i <= bh->nslots; i++)

@@ -244,12 +244,34 @@ static void unhold(bh_uring_t *t, struct bh_uring_op *op)
  * their latency runs from there to their final CQE. 0: nobody listens. */
 static inline uint64_t sample_start(bulkhead_t *bh)
 {
-	return BH_UNLIKELY(bhs_attached(bh)) ? bh_now_ns() : 0;
+	return BH_UNLIKELY(bhk_attached(bh)) ? bh_now_ns() : 0;
 }
 
 static bool op_usable(const struct bh_uring_op *op)
 {
 	return ud_encodable(op) && (op->state == OP_IDLE || op->state == OP_HELD);
+}
+
+/* When an op took its SQEs, for an adaptive limit's samples. struct
+ * bh_uring_op is frozen (callers embed it), so the time lives in the room
+ * its union leaves after the deadline: the async member, far larger, is
+ * unused once the op has its SQEs. Bytes, not a new member, so the
+ * released layout stays exactly as it was. */
+#define FLIGHT_START_OFF sizeof(struct __kernel_timespec)
+_Static_assert(FLIGHT_START_OFF + sizeof(uint64_t) <= sizeof(((struct bh_uring_op *)0)->u),
+	       "the union has room after ts");
+
+static inline void flight_start_set(struct bh_uring_op *op, uint64_t ns)
+{
+	memcpy((char *)&op->u + FLIGHT_START_OFF, &ns, sizeof(ns));
+}
+
+static inline uint64_t flight_start(const struct bh_uring_op *op)
+{
+	uint64_t ns;
+
+	memcpy(&ns, (const char *)&op->u + FLIGHT_START_OFF, sizeof(ns));
+	return ns;
 }
 
 /* Bind permits and the nr SQEs from the ring's tail on to op. The SQ has
@@ -267,7 +289,7 @@ static inline void arm(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, ui
 	op->cqes_left = (uint16_t)nr;
 	op->state = OP_ARMED;
 	op->flags = start ? OPF_TIMED : 0;
-	op->u.flight.start_ns = start;
+	flight_start_set(op, start);
 	for (unsigned i = 0; i < nr; i++) {
 		sqes[i] = sqe_at(t, idx + i);
 		sqes[i]->user_data = ud; /* tracked from now on, even if submitted early */
@@ -430,10 +452,10 @@ static bool link_deadline(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadli
 
 	if (!lt)
 		return false;
-	op->u.flight.ts.tv_sec = (long long)(deadline_ns / BH_SEC);
-	op->u.flight.ts.tv_nsec = (long long)(deadline_ns % BH_SEC);
+	op->u.ts.tv_sec = (long long)(deadline_ns / BH_SEC);
+	op->u.ts.tv_nsec = (long long)(deadline_ns % BH_SEC);
 	last->flags |= IOSQE_IO_LINK;
-	io_uring_prep_link_timeout(lt, &op->u.flight.ts, IORING_TIMEOUT_ABS);
+	io_uring_prep_link_timeout(lt, &op->u.ts, IORING_TIMEOUT_ABS);
 	return true;
 }
 
@@ -796,13 +818,13 @@ static BH_COLD int stray(bh_uring_t *t)
  * it failed on its own. *now is read once per batch. */
 static BH_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint64_t *now)
 {
-	int o = res == -ECANCELED || res == -ETIME || res == -ETIMEDOUT ? BHS_DROPPED
-		: res < 0					       ? BHS_IGNORE
-								       : BHS_OK;
+	int o = res == -ECANCELED || res == -ETIME || res == -ETIMEDOUT ? BHK_DROPPED
+		: res < 0					       ? BHK_IGNORE
+								       : BHK_OK;
 
 	if (!*now)
 		*now = bh_now_ns();
-	bhs_emit(op->bh, BHS_URING, *now - op->u.flight.start_ns, o);
+	bhk_emit(op->bh, BHK_URING, *now - flight_start(op), o);
 }
 
 /* A tracked op's CQE: MORE, or DONE at the final CQE of its last chain

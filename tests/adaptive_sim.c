@@ -607,5 +607,5 @@ uint32_t sim_static_limit(const struct sim_config *cfg)
 	const struct sim_phase *p = &cfg->phase[0];
 	double p99_ms = p->service_ms * exp(2.326 * p->sigma);
 
-	return bhs_round_up(bhs_concurrency_raw(p->rate, p99_ms / 1e3, 1.3));
+	return bhz_round_up(bhz_concurrency_raw(p->rate, p99_ms / 1e3, 1.3));
 }

@@ -534,13 +534,13 @@ static void size_by_rule(struct demo *dm)
 
 		dm->conc[d] = c->conc[d];
 		if (!dm->conc[d])
-			dm->conc[d] = bhs_round_up(bhs_concurrency_raw(qps, p99_of(c, (enum dep)d),
+			dm->conc[d] = bhz_round_up(bhz_concurrency_raw(qps, p99_of(c, (enum dep)d),
 								       c->safety));
 		if (dm->conc[d] > BH_LIMIT_MAX)
 			dm->conc[d] = BH_LIMIT_MAX;
 		dm->queue[d] = c->queue[d];
 		if (!c->queue_given[d] && qps > 0)
-			dm->queue[d] = bhs_queue_recommend(qps, c->latency_s[d], c->timeout_s[d],
+			dm->queue[d] = bhz_queue_recommend(qps, c->latency_s[d], c->timeout_s[d],
 							   dm->conc[d], 0, NULL);
 		if (dm->queue[d] > BH_QUEUE_MAX)
 			dm->queue[d] = BH_QUEUE_MAX;

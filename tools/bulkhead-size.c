@@ -28,14 +28,14 @@ struct plan {
 	uint32_t c, k;   /* what is evaluated */
 	uint32_t k_rule; /* 2 x c */
 	bool k_shrunk;   /* k < k_rule */
-	enum bhs_queue_bound k_bound; /* what cut it */
+	enum bhz_queue_bound k_bound; /* what cut it */
 	double busy;     /* Little: Q x mean */
 	double cap_qps;  /* c / P99 */
 	double over_qps; /* k / Q: drained at the arrival rate */
 	double worst;    /* k / c x mean: drained by the permits */
 	int failed;      /* checks that failed */
-	struct bhs_model model;
-	struct bhs_result res;
+	struct bhz_model model;
+	struct bhz_result res;
 	double p99_wait, p_wait_timeout;
 };
 
@@ -125,41 +125,41 @@ static void parse(int argc, char **argv, struct opts *o)
 
 /* queue_capacity for c permits: as given, or recommended (sizing.h), and
  * what bounds it. */
-static uint32_t queue_for(const struct opts *o, uint32_t c, enum bhs_queue_bound *bound)
+static uint32_t queue_for(const struct opts *o, uint32_t c, enum bhz_queue_bound *bound)
 {
 	uint32_t k;
 
-	*bound = BHS_QUEUE_RULE;
+	*bound = BHZ_QUEUE_RULE;
 	if (o->queue_given)
 		return o->queue;
 	if (o->conc) /* evaluating a given size: the plain rule, never cut */
-		k = bhs_queue_rule(c);
+		k = bhz_queue_rule(c);
 	else
-		k = bhs_queue_recommend(o->qps, o->mean_s, o->timeout_s, c, o->threads, bound);
+		k = bhz_queue_recommend(o->qps, o->mean_s, o->timeout_s, c, o->threads, bound);
 	return k > BH_QUEUE_MAX ? BH_QUEUE_MAX : k;
 }
 
 static void make_plan(const struct opts *o, struct plan *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->raw = bhs_concurrency_raw(o->qps, o->p99_s, o->safety);
-	p->c = o->conc ? o->conc : bhs_round_up(p->raw);
+	p->raw = bhz_concurrency_raw(o->qps, o->p99_s, o->safety);
+	p->c = o->conc ? o->conc : bhz_round_up(p->raw);
 	if (p->c > BH_LIMIT_MAX)
 		cli_usage_error("this load needs %u permits; a bulkhead holds at most %u",
 				p->c, BH_LIMIT_MAX);
-	p->k_rule = bhs_queue_rule(p->c);
+	p->k_rule = bhz_queue_rule(p->c);
 	p->k = queue_for(o, p->c, &p->k_bound);
 	p->k_shrunk = !o->queue_given && p->k < p->k_rule;
 	p->busy = o->qps * o->mean_s;
 	p->cap_qps = p->c / o->p99_s;
-	p->over_qps = bhs_queue_over_qps(p->k, o->qps);
-	p->worst = bhs_worst_queue_wait(p->k, p->c, o->mean_s);
+	p->over_qps = bhz_queue_over_qps(p->k, o->qps);
+	p->worst = bhz_worst_queue_wait(p->k, p->c, o->mean_s);
 	p->failed = (p->busy >= p->c) + (p->cap_qps < o->qps) + (p->over_qps > o->timeout_s) +
 		    (p->worst > o->timeout_s) + (o->threads && p->c + (uint64_t)p->k > o->threads);
-	bhs_model_init(&p->model, o->qps, o->mean_s, p->c, p->k);
-	bhs_model_solve(&p->model, &p->res);
-	p->p99_wait = bhs_model_wait_quantile(&p->model, 0.99);
-	p->p_wait_timeout = bhs_model_wait_tail(&p->model, o->timeout_s);
+	bhz_model_init(&p->model, o->qps, o->mean_s, p->c, p->k);
+	bhz_model_solve(&p->model, &p->res);
+	p->p99_wait = bhz_model_wait_quantile(&p->model, 0.99);
+	p->p_wait_timeout = bhz_model_wait_tail(&p->model, o->timeout_s);
 }
 
 /* ---- human output ---------------------------------------------------- */
@@ -199,7 +199,7 @@ static void print_cut_reason(const struct opts *o, const struct plan *p)
 	const char *indent = "                         ";
 
 	switch (p->k_bound) {
-	case BHS_QUEUE_THREADS:
+	case BHZ_QUEUE_THREADS:
 		if (p->c >= o->threads)
 			printf("%smax_concurrent alone takes all %u threads it may hold\n",
 			       indent, o->threads);
@@ -207,15 +207,15 @@ static void print_cut_reason(const struct opts *o, const struct plan *p)
 			printf("%squeued callers hold threads too, and it may hold %u\n",
 			       indent, o->threads);
 		break;
-	case BHS_QUEUE_DRAIN:
+	case BHZ_QUEUE_DRAIN:
 		printf("%sa longer queue, drained at the arrival rate (queue / QPS),\n"
 		       "%swould outlast the caller's timeout\n", indent, indent);
 		break;
-	case BHS_QUEUE_WAIT:
+	case BHZ_QUEUE_WAIT:
 		printf("%sthe last waiter of a longer queue, served as the permits\n"
 		       "%sturn over, would wait past the caller's timeout\n", indent, indent);
 		break;
-	case BHS_QUEUE_RULE:
+	case BHZ_QUEUE_RULE:
 		break;
 	}
 }
@@ -270,7 +270,7 @@ static void print_checks(const struct opts *o, const struct plan *p)
 
 static void print_model(const struct opts *o, const struct plan *p)
 {
-	const struct bhs_result *r = &p->res;
+	const struct bhz_result *r = &p->res;
 	char a[32], b[32], c[32];
 
 	printf("\nM/M/c/K model: c = %u, K = %u, Poisson arrivals, exponential latency\n",
@@ -286,14 +286,14 @@ static void print_model(const struct opts *o, const struct plan *p)
 
 static void print_row(const struct opts *o, uint32_t c, uint32_t k, bool chosen)
 {
-	struct bhs_model m;
-	struct bhs_result r;
+	struct bhz_model m;
+	struct bhz_result r;
 	char a[32], b[32], d[32], e[32];
 
-	bhs_model_init(&m, o->qps, o->mean_s, c, k);
-	bhs_model_solve(&m, &r);
+	bhz_model_init(&m, o->qps, o->mean_s, c, k);
+	bhz_model_solve(&m, &r);
 	printf("  %c %8u %7u %10s %8s %10s %10s\n", chosen ? '*' : ' ', c, k, pct(r.p_reject, d),
-	       pct(r.p_wait, e), dur(r.mean_wait_s, a), dur(bhs_model_wait_quantile(&m, 0.99), b));
+	       pct(r.p_wait, e), dur(r.mean_wait_s, a), dur(bhz_model_wait_quantile(&m, 0.99), b));
 }
 
 /* The chosen sizes among their neighbours: what a permit more or less
@@ -301,7 +301,7 @@ static void print_row(const struct opts *o, uint32_t c, uint32_t k, bool chosen)
 static void print_alternatives(const struct opts *o, const struct plan *p)
 {
 	uint32_t lo = p->c > 2 ? p->c - 2 : 1;
-	enum bhs_queue_bound bound;
+	enum bhz_queue_bound bound;
 
 	printf("\nwhat other sizes buy (same load, same model)\n");
 	printf("    max_conc   queue  rejected     wait  mean wait   p99 wait\n");
@@ -314,13 +314,13 @@ static void print_alternatives(const struct opts *o, const struct plan *p)
 
 static void print_fault(const struct opts *o, const struct plan *p)
 {
-	struct bhs_model m;
-	struct bhs_result r;
-	double cap = p->c / o->fault_s, worst = bhs_worst_queue_wait(p->k, p->c, o->fault_s);
+	struct bhz_model m;
+	struct bhz_result r;
+	double cap = p->c / o->fault_s, worst = bhz_worst_queue_wait(p->k, p->c, o->fault_s);
 	char a[32], b[32], c[32];
 
-	bhs_model_init(&m, o->qps, o->fault_s, p->c, p->k);
-	bhs_model_solve(&m, &r);
+	bhz_model_init(&m, o->qps, o->fault_s, p->c, p->k);
+	bhz_model_solve(&m, &r);
 	printf("\nif the latency rises to %s (same load)\n", dur(o->fault_s, a));
 	printf("  the dependency can complete at most %u / %s = %.3g calls/s of %g/s\n", p->c,
 	       dur(o->fault_s, a), cap, o->qps);
@@ -335,13 +335,13 @@ static void print_fault(const struct opts *o, const struct plan *p)
 /* ---- key=value output -------------------------------------------------- */
 
 static const char *const bound_name[] = {
-	[BHS_QUEUE_RULE] = "rule", [BHS_QUEUE_DRAIN] = "drain", [BHS_QUEUE_WAIT] = "wait",
-	[BHS_QUEUE_THREADS] = "threads",
+	[BHZ_QUEUE_RULE] = "rule", [BHZ_QUEUE_DRAIN] = "drain", [BHZ_QUEUE_WAIT] = "wait",
+	[BHZ_QUEUE_THREADS] = "threads",
 };
 
 static void print_kv(const struct opts *o, const struct plan *p)
 {
-	const struct bhs_result *r = &p->res;
+	const struct bhz_result *r = &p->res;
 
 	printf("qps=%.6g\np99_ms=%.6g\nmean_ms=%.6g\nsafety=%.6g\ntimeout_ms=%.6g\n", o->qps,
 	       o->p99_s * 1e3, o->mean_s * 1e3, o->safety, o->timeout_s * 1e3);
@@ -361,15 +361,15 @@ static void print_kv(const struct opts *o, const struct plan *p)
 	       r->p_reject, r->p_wait, r->mean_wait_s * 1e3, p->p99_wait * 1e3,
 	       p->p_wait_timeout);
 	if (o->fault_s > 0) {
-		struct bhs_model m;
-		struct bhs_result f;
+		struct bhz_model m;
+		struct bhz_result f;
 
-		bhs_model_init(&m, o->qps, o->fault_s, p->c, p->k);
-		bhs_model_solve(&m, &f);
+		bhz_model_init(&m, o->qps, o->fault_s, p->c, p->k);
+		bhz_model_solve(&m, &f);
 		printf("fault_ms=%.6g\nfault_capacity_qps=%.6g\nfault_worst_queue_wait_ms=%.6g\n"
 		       "fault_p_reject=%.6g\n",
 		       o->fault_s * 1e3, p->c / o->fault_s,
-		       bhs_worst_queue_wait(p->k, p->c, o->fault_s) * 1e3, f.p_reject);
+		       bhz_worst_queue_wait(p->k, p->c, o->fault_s) * 1e3, f.p_reject);
 	}
 }
 

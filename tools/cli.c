@@ -203,7 +203,7 @@ void cli_check_fault(const char *flag, double fault_s, double p99_s, const char 
 {
 	char a[32], b[32];
 
-	if (bhs_fault_exceeds_p99(fault_s, p99_s))
+	if (bhz_fault_exceeds_p99(fault_s, p99_s))
 		return;
 	cli_usage_error("%s (%s) must exceed the P99 latency (%s, from %s): a fault is a "
 			"slowdown past the tail the permits are sized for",

@@ -112,11 +112,8 @@ struct bh_uring_op {
 	struct bh_uring_op *next, *prev, *gnext;
 	bh_uring_grant_fn *fn;
 	union {
-		struct bh_async async; /* while waiting for permits */
-		struct {
-			struct __kernel_timespec ts; /* with a deadline */
-			uint64_t start_ns;           /* SQE taken, for an adaptive limit */
-		} flight;              /* once it has its SQEs */
+		struct bh_async async;       /* while waiting for permits */
+		struct __kernel_timespec ts; /* while in flight with a deadline */
 	} u;
 };
 

@@ -603,7 +603,7 @@ static int bh_target_set(void *ctx, uint32_t limit)
 	return bh_set_limit(ctx, limit);
 }
 
-static void sink_fn(struct bhs_sink *k, uint64_t ns, int outcome)
+static void sink_fn(struct bhk_sink *k, uint64_t ns, int outcome)
 {
 	bh_adaptive_sample(bh_container_of(k, struct bh_adaptive, sink), ns,
 			   (enum bh_outcome)outcome);
@@ -620,8 +620,8 @@ static uint32_t sources(const struct bh_adaptive_config *cfg, const struct bulkh
 	if (s == 0)
 		s = ((bh->flags & BH_TRACK_HOLD) ? BH_ADAPTIVE_SRC_HOLD : 0) |
 		    BH_ADAPTIVE_SRC_URING | BH_ADAPTIVE_SRC_POOL;
-	return (s & BH_ADAPTIVE_SRC_HOLD ? BHS_HOLD : 0) |
-	       (s & BH_ADAPTIVE_SRC_URING ? BHS_URING : 0) | (s & BH_ADAPTIVE_SRC_POOL ? BHS_POOL : 0);
+	return (s & BH_ADAPTIVE_SRC_HOLD ? BHK_HOLD : 0) |
+	       (s & BH_ADAPTIVE_SRC_URING ? BHK_URING : 0) | (s & BH_ADAPTIVE_SRC_POOL ? BHK_POOL : 0);
 }
 
 int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
@@ -642,7 +642,7 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 	a->owner = bh;
 	a->name = bh_name(bh);
 	a->limit = bh_target_limit(bh);
-	if ((r = bhs_attach(bh, &a->sink)) < 0) {
+	if ((r = bhk_attach(bh, &a->sink)) < 0) {
 		bha_destroy(a);
 		return r;
 	}
@@ -687,7 +687,7 @@ void bh_adaptive_detach(bh_adaptive_t *a)
 	if (!a)
 		return;
 	if (a->owner)
-		bhs_detach(a->owner); /* no automatic sample is inside a any more */
+		bhk_detach(a->owner); /* no automatic sample is inside a any more */
 	become_closer(a); /* and never let go: no window closes any more */
 	bha_destroy(a);
 }

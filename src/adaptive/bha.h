@@ -178,7 +178,7 @@ struct bh_adaptive {
 	uint64_t min_rtt_ns;
 	bool hist_drops;
 	const char *name;      /* for exports: the bulkhead's or the pool's */
-	struct bhs_sink sink;  /* automatic samples (src/sample_hook.h) */
+	struct bhk_sink sink;  /* automatic samples (src/sample_hook.h) */
 	struct bulkhead *owner; /* hooked into; NULL for other targets */
 
 	/* Written by the closer once per window, read by every sample. */

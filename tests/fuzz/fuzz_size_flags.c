@@ -232,7 +232,7 @@ static int parse_once(struct bhf_argv *a, char **args, struct opts *o, struct pl
 	if (status == 0) {
 		parse(a->argc, a->argv, o);
 		/* solving the queue model costs O(k) per step: keep it quick */
-		if (bhs_concurrency_raw(o->qps, o->p99_s, o->safety) < 2000 && o->conc < 2000 &&
+		if (bhz_concurrency_raw(o->qps, o->p99_s, o->safety) < 2000 && o->conc < 2000 &&
 		    (!o->queue_given || o->queue < 4000))
 			make_plan(o, p);
 		else
