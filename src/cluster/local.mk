@@ -26,10 +26,12 @@ src_libbulkhead_la_LIBADD += $(HIREDIS_LIBS)
 BH_MAN_PAGES += $(CLUSTER_MANS)
 
 # The lease script, as a C string (the store receives this file verbatim).
-# The object that includes it waits for it whatever the target (BUILT_SOURCES
-# covers only all, check and install; make fuzz builds single programs).
+# The core's objects wait for it whatever the target (BUILT_SOURCES covers
+# only all, check and install; make fuzz builds single programs). Named
+# through the variable: a rule for the object itself would replace
+# automake's.
 BUILT_SOURCES += src/cluster/lease_lua.h
-src/cluster/libbhcore_la-redis.lo: src/cluster/lease_lua.h
+$(src_libbhcore_la_OBJECTS): src/cluster/lease_lua.h
 CLEANFILES += src/cluster/lease_lua.h
 src/cluster/lease_lua.h: $(srcdir)/src/cluster/lease.lua
 	$(AM_V_GEN)$(MKDIR_P) src/cluster && { \
