@@ -101,10 +101,11 @@ static const char usage_text[] =
 	"N (default 3). Both runs isolate each dependency; run 'static' keeps the\n"
 	"computed limit, run 'adaptive' attaches an adaptive controller to\n"
 	"payment's bulkhead (the defaults, its ceiling that limit). About 40 s:\n"
-	"--duration (default 18s), --fault-at (3s), --fault-for (6s),\n"
+	"--duration (default 20s), --fault-at (3s), --fault-for (6s),\n"
 	"--pay-timeout (default 1s), --pay-queue-wait (a quarter of it); the chart\n"
-	"goes to bulkhead-demo-adaptive.svg. It takes the containment flags but\n"
-	"--fault-latency.\n"
+	"goes to bulkhead-demo-adaptive.svg. It takes the containment flags\n"
+	"except --fault-latency.\n"
+	"\n"
 	"TIME is a number with an optional unit: %s. A bare number is in\n"
 	"seconds for --duration, --fault-at and --fault-for, in ms elsewhere.\n";
 
@@ -373,7 +374,7 @@ static void adaptive_defaults(struct demo_config *c, const struct cmdline *cl)
 		size_t field;
 		double v;
 	} d[] = {
-		{ 'd', FIELD(duration_s), 18 },
+		{ 'd', FIELD(duration_s), 20 },
 		{ OPT_FAULT_AT, FIELD(fault_at_s), 3 },
 		{ OPT_FAULT_FOR, FIELD(fault_for_s), 6 },
 		{ OPT_PAY_TIMEOUT, FIELD(timeout_s[DEP_PAY]), 1 },

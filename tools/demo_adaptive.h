@@ -22,7 +22,8 @@ struct ad_run {
 	struct run_report rr;
 	struct ad_sample *s;
 	size_t ns, cap;
-	/* the limit, over the fault's second half and the after-fault's */
+	/* the limit (median) over the fault's second half, and over the last
+	 * quarter of the time after it */
 	uint32_t late_fault_median, late_after_median;
 	double goodput; /* payment successes per second of the fault */
 	double ok_p50_s, ok_p99_s; /* response time of those successes */

@@ -91,22 +91,28 @@ static void frame(FILE *f, const struct panel *p, const struct demo_config *c)
 	}
 }
 
-/* The limit (or the capacity) as steps: it holds until the next sample. */
+/* The limit (or the capacity) as steps: it holds until it changes. */
 static void steps(FILE *f, const struct panel *p, const struct ad_run *run, bool capacity,
 		  const char *stroke, const char *dash, double width, const struct demo_config *c)
 {
+	double last = NAN;
+
 	if (!run->ns)
 		return;
 	fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='%.1f' stroke-dasharray='%s' "
 		   "points='", stroke, width, dash);
 	for (size_t i = 0; i < run->ns; i++) {
 		double v = capacity ? run->s[i].capacity : run->s[i].limit;
-		double t1 = i + 1 < run->ns ? run->s[i + 1].t_s : c->duration_s;
+		double x = x_of(run->s[i].t_s, c);
 
-		fprintf(f, "%.1f,%.1f %.1f,%.1f ", x_of(run->s[i].t_s, c), y_of(p, v), x_of(t1, c),
-			y_of(p, v));
+		if (v == last)
+			continue;
+		if (!isnan(last))
+			fprintf(f, "%.1f,%.1f ", x, y_of(p, last));
+		fprintf(f, "%.1f,%.1f ", x, y_of(p, v));
+		last = v;
 	}
-	fprintf(f, "'/>\n");
+	fprintf(f, "%.1f,%.1f'/>\n", x_of(c->duration_s, c), y_of(p, last));
 }
 
 static double v_pay_ok(const struct tick *tk)
