@@ -211,6 +211,16 @@ static void ok_latency(struct ad_run *run, const struct demo_config *c, const st
 	free(v);
 }
 
+/* The part of the fault a run saw: all of it, unless it was stopped first. */
+static double fault_seen_s(const struct ad_run *run, const struct demo_config *c)
+{
+	double end = fault_end_s(c);
+
+	if (!run->complete && run->rr.stopped_s < end)
+		end = run->rr.stopped_s;
+	return end > c->fault_at_s ? end - c->fault_at_s : NAN;
+}
+
 static void finish_run(struct ad_run *run, const struct demo_config *c, const struct results *res)
 {
 	double mid = c->fault_at_s + c->fault_for_s / 2;
@@ -221,7 +231,7 @@ static void finish_run(struct ad_run *run, const struct demo_config *c, const st
 	ok_latency(run, c, res);
 	run->late_fault_median = median_limit(run, mid, fault_end_s(c));
 	run->late_after_median = median_limit(run, after_end, c->duration_s);
-	run->goodput = (double)run->rr.ph[DEP_PAY][PH_FAULT].ok / c->fault_for_s;
+	run->goodput = (double)run->rr.ph[DEP_PAY][PH_FAULT].ok / fault_seen_s(run, c);
 }
 
 static int run_one(struct ad_scenario *sc, bool adaptive, struct ad_run *run)
@@ -335,7 +345,10 @@ static void cells(const struct ad_run *run, const struct demo_config *c, char ce
 	const struct phase_stats *after = &run->rr.ph[DEP_PAY][PH_AFTER];
 
 	cli_fmt_share_of(pay->ok, pay->n, cell[R_PAY_OK], CELL);
-	snprintf(cell[R_GOODPUT], CELL, "%.1f/s", run->goodput);
+	if (isnan(run->goodput))
+		snprintf(cell[R_GOODPUT], CELL, "-");
+	else
+		snprintf(cell[R_GOODPUT], CELL, "%.1f/s", run->goodput);
 	fmt_s(run->ok_p50_s, cell[R_OK_P50], CELL);
 	fmt_s(run->ok_p99_s, cell[R_OK_P99], CELL);
 	snprintf(cell[R_PAY_SHED], CELL, "%llu / %llu",
@@ -406,6 +419,9 @@ static void kv_run(FILE *f, const char *p, const struct ad_run *run)
 	const struct phase_stats *inv = &run->rr.ph[DEP_INV][PH_FAULT];
 
 	fprintf(f, "%s_complete=%d\n", p, run->complete);
+	if (!run->complete)
+		fprintf(f, "%s_stopped_s=%.3f\n%s_open_at_stop=%llu\n", p, run->rr.stopped_s, p,
+			(unsigned long long)run->rr.open_at_stop);
 	fprintf(f, "%s_pay_n_fault=%llu\n", p, (unsigned long long)pay->n);
 	fprintf(f, "%s_pay_ok_n_fault=%llu\n", p, (unsigned long long)pay->ok);
 	fprintf(f, "%s_pay_goodput_fault=%.2f\n", p, run->goodput);
@@ -431,9 +447,12 @@ static void kv_run(FILE *f, const char *p, const struct ad_run *run)
 static void write_kv(FILE *f, const struct ad_run *st, const struct ad_run *ad,
 		     const struct demo_config *c)
 {
+	bool stopped = (st && !st->complete) || (ad && !ad->complete);
+
 	fprintf(f, "rate=%g\nworkers=%u\nfault_at_s=%g\nfault_for_s=%g\ncapacity=%u\n"
-		   "fault_capacity=%u\n",
-		c->rate, c->workers, c->fault_at_s, c->fault_for_s, c->capacity, c->fault_capacity);
+		   "fault_capacity=%u\ninterrupted=%d\n",
+		c->rate, c->workers, c->fault_at_s, c->fault_for_s, c->capacity, c->fault_capacity,
+		stopped);
 	if (st)
 		kv_run(f, "static", st);
 	if (ad)

@@ -190,7 +190,8 @@ static void footer(FILE *f, const struct ad_run *runs[2])
 		inv = &runs[r]->rr.ph[DEP_INV][PH_FAULT];
 		fprintf(f, "<text x='%d' y='%d' font-size='12' fill='%s'>%s, in the fault: payment "
 			   "%.1f successes/s, p99 %.0f ms; inventory %s succeeded%s</text>\n",
-			LEFT, y, color[r], runs[r]->label, runs[r]->goodput, pay->p99_s * 1e3,
+			LEFT, y, color[r], runs[r]->label,
+			isnan(runs[r]->goodput) ? 0.0 : runs[r]->goodput, pay->p99_s * 1e3,
 			cli_fmt_share(inv->ok, inv->n, ok, sizeof(ok)),
 			runs[r]->complete ? "" : " (INTERRUPTED)");
 		y += 18;
