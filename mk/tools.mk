@@ -1,6 +1,7 @@
 # Rules for the tools area (owned by that area's work; included from Makefile.am).
 # bulkhead-size sizes a bulkhead; bulkhead-demo runs the containment
 # scenario (a payment dependency slowing from 200 ms to 5 s) over loopback,
+# the adaptive one (payment's capacity dropping, static vs adaptive limit),
 # and with liburing the async trap too. Both share the flag parser and the
 # sizing model.
 noinst_LTLIBRARIES += tools/libbhtools.la
@@ -32,7 +33,8 @@ EXTRA_DIST += tests/test_size.sh
 
 bin_PROGRAMS += tools/bulkhead-demo
 tools_bulkhead_demo_SOURCES = tools/bulkhead-demo.c tools/demo.h tools/demo_backend.c \
-	tools/demo_service.c tools/demo_report.c tools/demo_svg.c tools/demo_output.c
+	tools/demo_service.c tools/demo_report.c tools/demo_svg.c tools/demo_output.c \
+	tools/demo_adaptive.h tools/demo_adaptive.c tools/demo_adaptive_svg.c
 tools_bulkhead_demo_CPPFLAGS = $(AM_CPPFLAGS) $(LIBURING_CFLAGS)
 tools_bulkhead_demo_LDADD = tools/libbhtools.la src/libbulkhead.la
 # The async-trap scenario needs liburing; without it the demo says so.
@@ -49,3 +51,7 @@ endif
 # another the async trap (skipped without io_uring).
 TESTS += tests/test_demo.sh tests/test_demo_trap.sh
 EXTRA_DIST += tests/test_demo.sh tests/test_demo_trap.sh tests/demo_sigterm.sh
+# And the adaptive scenario: the limit follows payment's capacity down and
+# back, and gets more of payment done than the static limit.
+TESTS += tests/test_demo_adaptive.sh
+EXTRA_DIST += tests/test_demo_adaptive.sh

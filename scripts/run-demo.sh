@@ -2,8 +2,10 @@
 # The main job: install what is missing, build, and run the demo: an order
 # service whose payment dependency slows from 200 ms to 5 s, without and
 # with bulkheads, then the async trap (permits released when the caller
-# stops waiting vs at the operation's final CQE). Arguments go to the
-# containment scenario. Nothing is installed: the end says where things are.
+# stops waiting vs at the operation's final CQE), then adaptive limits
+# (payment's capacity drops: a static limit vs one that follows it).
+# Arguments go to the containment scenario. Nothing is installed: the end
+# says where things are.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/install-deps.sh"
@@ -14,6 +16,8 @@ echo
 rc=0
 ./tools/bulkhead-demo --scenario async-trap || rc=$?
 [ "$rc" -eq 69 ] && rc=0 # 69: no io_uring here
+echo
+./tools/bulkhead-demo --scenario adaptive || rc=$?
 cat <<WHERE
 
 Built in $top/build, nothing installed:

@@ -33,6 +33,7 @@
 #include "cli.h"
 #include "demo.h"
 #include "sizing.h"
+#include "demo_adaptive.h"
 #ifdef HAVE_LIBURING
 #include "demo_trap.h"
 #endif
@@ -77,7 +78,7 @@ static const char usage_text[] =
 	"      --kv FILE             also write the summary as key=value lines\n"
 	"  -q, --quiet               no line per second\n"
 	"      --seed N              seed of the order mix and the jitter (default 1)\n"
-	"      --scenario NAME       containment (default) or async-trap\n"
+	"      --scenario NAME       containment (default), async-trap or adaptive\n"
 	"  -h, --help                show this help\n"
 	"\n"
 	"--scenario async-trap: one io_uring event loop calls payment through a\n"
@@ -94,6 +95,17 @@ static const char usage_text[] =
 	"\n"
 	"The fault must end within the run and be slower than payment's P99,\n"
 	"--pay-latency x (1 + --jitter).\n"
+	"\n"
+	"--scenario adaptive: payment serves --pay-capacity N calls at a time\n"
+	"(default 16) and queues the rest; during the fault only --fault-capacity\n"
+	"N (default 3). Both runs isolate each dependency; run 'static' keeps the\n"
+	"computed limit, run 'adaptive' attaches an adaptive controller to\n"
+	"payment's bulkhead (the defaults, its ceiling that limit). About 40 s:\n"
+	"--duration (default 20s), --fault-at (3s), --fault-for (6s),\n"
+	"--pay-timeout (default 1s), --pay-queue-wait (a quarter of it); the chart\n"
+	"goes to bulkhead-demo-adaptive.svg. It takes the containment flags\n"
+	"except --fault-latency.\n"
+	"\n"
 	"TIME is a number with an optional unit: %s. A bare number is in\n"
 	"seconds for --duration, --fault-at and --fault-for, in ms elsewhere.\n";
 
@@ -101,10 +113,10 @@ enum {
 	OPT_PAY_SHARE = 256, OPT_ACCEPT, OPT_INV_TIMEOUT, OPT_PAY_TIMEOUT, OPT_INV_LAT,
 	OPT_PAY_LAT, OPT_JITTER, OPT_FAULT_LAT, OPT_FAULT_AT, OPT_FAULT_FOR, OPT_SAFETY,
 	OPT_INV_BH, OPT_PAY_BH, OPT_INV_QW, OPT_PAY_QW, OPT_ONLY, OPT_SVG, OPT_KV, OPT_SEED,
-	OPT_SCENARIO, OPT_CALL_DEADLINE, NOPT_IDS
+	OPT_SCENARIO, OPT_CALL_DEADLINE, OPT_PAY_CAP, OPT_FAULT_CAP, NOPT_IDS
 };
 
-enum scenario_id { SC_CONTAINMENT = 1, SC_TRAP = 2 };
+enum scenario_id { SC_CONTAINMENT = 1, SC_TRAP = 2, SC_ADAPTIVE = 4 }; /* bits */
 
 /* Flags that set one number of the configuration. */
 enum value_kind { V_NUMBER, V_COUNT, V_MS, V_SECONDS };
@@ -135,6 +147,8 @@ static const struct value_flag {
 	{ OPT_INV_QW, "inv-queue-wait", FIELD(queue_wait_s[DEP_INV]), V_MS, 1e-6, 60 },
 	{ OPT_PAY_QW, "pay-queue-wait", FIELD(queue_wait_s[DEP_PAY]), V_MS, 1e-6, 60 },
 	{ OPT_SEED, "seed", FIELD(seed), V_COUNT, 0, UINT32_MAX },
+	{ OPT_PAY_CAP, "pay-capacity", FIELD(capacity), V_COUNT, 1, 10000 },
+	{ OPT_FAULT_CAP, "fault-capacity", FIELD(fault_capacity), V_COUNT, 1, 10000 },
 };
 
 static const struct option longopts[] = {
@@ -163,6 +177,8 @@ static const struct option longopts[] = {
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "scenario", required_argument, NULL, OPT_SCENARIO },
 	{ "call-deadline", required_argument, NULL, OPT_CALL_DEADLINE },
+	{ "pay-capacity", required_argument, NULL, OPT_PAY_CAP },
+	{ "fault-capacity", required_argument, NULL, OPT_FAULT_CAP },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -226,16 +242,20 @@ struct cmdline {
 	bool given[NOPT_IDS];
 };
 
-/* Flags that belong to one scenario; the rest serve both. */
+/* Flags that belong to some scenarios only (a set of enum scenario_id
+ * bits); the rest serve every one. */
+#define SC_ORDERS (SC_CONTAINMENT | SC_ADAPTIVE) /* the order service's */
 static const struct {
 	int id;
-	enum scenario_id in;
+	unsigned in;
 } one_scenario_flags[] = {
-	{ OPT_PAY_SHARE, SC_CONTAINMENT }, { 'w', SC_CONTAINMENT },
-	{ OPT_ACCEPT, SC_CONTAINMENT },    { OPT_INV_TIMEOUT, SC_CONTAINMENT },
-	{ OPT_INV_LAT, SC_CONTAINMENT },   { OPT_SAFETY, SC_CONTAINMENT },
-	{ OPT_INV_BH, SC_CONTAINMENT },    { OPT_INV_QW, SC_CONTAINMENT },
-	{ OPT_PAY_QW, SC_CONTAINMENT },    { OPT_CALL_DEADLINE, SC_TRAP },
+	{ OPT_PAY_SHARE, SC_ORDERS },  { 'w', SC_ORDERS },
+	{ OPT_ACCEPT, SC_ORDERS },     { OPT_INV_TIMEOUT, SC_ORDERS },
+	{ OPT_INV_LAT, SC_ORDERS },    { OPT_SAFETY, SC_ORDERS },
+	{ OPT_INV_BH, SC_ORDERS },     { OPT_INV_QW, SC_ORDERS },
+	{ OPT_PAY_QW, SC_ORDERS },     { OPT_CALL_DEADLINE, SC_TRAP },
+	{ OPT_PAY_CAP, SC_ADAPTIVE },  { OPT_FAULT_CAP, SC_ADAPTIVE },
+	{ OPT_FAULT_LAT, SC_CONTAINMENT | SC_TRAP },
 };
 
 static const char *flag_name(int id)
@@ -249,15 +269,15 @@ static const char *flag_name(int id)
 static void check_flags_apply(const struct cmdline *cl, enum scenario_id sc)
 {
 	for (size_t i = 0; i < sizeof(one_scenario_flags) / sizeof(one_scenario_flags[0]); i++)
-		if (cl->given[one_scenario_flags[i].id] && one_scenario_flags[i].in != sc)
+		if (cl->given[one_scenario_flags[i].id] && !(one_scenario_flags[i].in & sc))
 			cli_usage_error("--%s does not apply to --scenario %s",
 					flag_name(one_scenario_flags[i].id), cl->scenario);
 }
 
 static void parse_only(const char *s, struct demo_config *c, enum scenario_id sc)
 {
-	const char *first = sc == SC_TRAP ? "naive" : "without";
-	const char *second = sc == SC_TRAP ? "tracked" : "with";
+	const char *first = sc == SC_TRAP ? "naive" : sc == SC_ADAPTIVE ? "static" : "without";
+	const char *second = sc == SC_TRAP ? "tracked" : sc == SC_ADAPTIVE ? "adaptive" : "with";
 
 	if (!s)
 		return;
@@ -300,6 +320,8 @@ static void check_fault(const struct demo_config *c)
 		cli_usage_error("the fault must end within --duration (%g s): --fault-at %g s "
 				"+ --fault-for %g s ends at %g s",
 				c->duration_s, c->fault_at_s, c->fault_for_s, fault_end_s(c));
+	if (c->fault_capacity) /* adaptive: the fault is a capacity drop */
+		return;
 	cli_check_fault("--fault-latency", c->fault_latency_s, p99_of(c, DEP_PAY),
 			"--pay-latency x (1 + --jitter)");
 }
@@ -343,13 +365,48 @@ static void check_trap(const struct demo_config *c)
 				c->call_deadline_s * 1e3, c->timeout_s[DEP_PAY] * 1e3);
 }
 
+/* adaptive's own defaults: about 40 s for both runs, a capacity that drops
+ * to under a fifth, payment's deadline a few of its calls long. */
+static void adaptive_defaults(struct demo_config *c, const struct cmdline *cl)
+{
+	static const struct {
+		int id;
+		size_t field;
+		double v;
+	} d[] = {
+		{ 'd', FIELD(duration_s), 20 },
+		{ OPT_FAULT_AT, FIELD(fault_at_s), 3 },
+		{ OPT_FAULT_FOR, FIELD(fault_for_s), 6 },
+		{ OPT_PAY_TIMEOUT, FIELD(timeout_s[DEP_PAY]), 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++)
+		if (!cl->given[d[i].id])
+			*(double *)((char *)c + d[i].field) = d[i].v;
+	if (!cl->given[OPT_PAY_CAP])
+		c->capacity = 16;
+	if (!cl->given[OPT_FAULT_CAP])
+		c->fault_capacity = 3;
+	/* A call that starts with most of its deadline left can finish. */
+	if (!cl->given[OPT_PAY_QW])
+		c->queue_wait_s[DEP_PAY] = c->timeout_s[DEP_PAY] / 4;
+	if (!cl->given[OPT_SVG])
+		c->svg_path = "bulkhead-demo-adaptive.svg";
+	if (c->fault_capacity >= c->capacity)
+		cli_usage_error("--fault-capacity (%u) must be below --pay-capacity (%u): the fault "
+				"is a capacity drop", c->fault_capacity, c->capacity);
+}
+
 static enum scenario_id scenario_id(const char *name)
 {
 	if (strcmp(name, "containment") == 0)
 		return SC_CONTAINMENT;
 	if (strcmp(name, "async-trap") == 0)
 		return SC_TRAP;
-	cli_usage_error("--scenario: expected 'containment' or 'async-trap', got '%s'", name);
+	if (strcmp(name, "adaptive") == 0)
+		return SC_ADAPTIVE;
+	cli_usage_error("--scenario: expected 'containment', 'async-trap' or 'adaptive', got '%s'",
+			name);
 }
 
 static void read_flags(int argc, char **argv, struct demo_config *c, struct cmdline *cl)
@@ -394,6 +451,8 @@ static const char *parse(int argc, char **argv, struct demo_config *c)
 		trap_defaults(c, &cl);
 		check_trap(c);
 	}
+	if (sc == SC_ADAPTIVE)
+		adaptive_defaults(c, &cl);
 	check_fault(c);
 	return cl.scenario;
 }
@@ -810,6 +869,20 @@ static const char *async_trap_unavailable(void)
 }
 #endif
 
+static int run_adaptive(struct demo *dm)
+{
+	struct ad_sizing z;
+	int r;
+
+	size_bulkheads(dm);
+	memcpy(z.conc, dm->conc, sizeof(z.conc));
+	memcpy(z.queue, dm->queue, sizeof(z.queue));
+	memcpy(z.queue_wait_ns, dm->queue_wait_ns, sizeof(z.queue_wait_ns));
+	r = adaptive_scenario(&dm->cfg, &z, dm->out);
+	dm->interrupted = r == -EINTR;
+	return r;
+}
+
 struct scenario {
 	const char *name;
 	int (*run)(struct demo *dm);
@@ -819,6 +892,7 @@ struct scenario {
 static const struct scenario scenarios[] = {
 	{ "containment", run_containment, NULL },
 	{ "async-trap", run_async_trap, async_trap_unavailable },
+	{ "adaptive", run_adaptive, NULL },
 };
 
 static const struct scenario *find_scenario(const char *name)

@@ -58,14 +58,15 @@ struct demo_config {
 	bool queue_given[NDEPS];
 	double queue_wait_s[NDEPS];
 	double call_deadline_s; /* async-trap: the tracked call's own deadline (0: none) */
+	uint32_t capacity, fault_capacity; /* adaptive: payment's calls at a time */
 	unsigned runs;        /* RUN_WITHOUT | RUN_WITH */
 	const char *svg_path, *kv_path; /* NULL or "": none */
 	uint32_t seed;
 	bool quiet;
 };
 
-#define RUN_WITHOUT 1u /* async-trap: the naive run */
-#define RUN_WITH 2u    /* async-trap: the tracked run */
+#define RUN_WITHOUT 1u /* async-trap: the naive run; adaptive: the static one */
+#define RUN_WITH 2u    /* async-trap: the tracked run; adaptive: the adaptive one */
 
 /* An output file (--svg, --kv). main opens it before anything starts, so
  * that a path that cannot be written fails at once, not after the run. */
@@ -114,7 +115,8 @@ void results_add(struct results *r, uint64_t arrival_ns, uint64_t done_ns, enum 
 struct bconn;
 
 /* A dependency on 127.0.0.1: one epoll thread answers every request after
- * its latency, concurrently, however many are outstanding. */
+ * its latency, concurrently, however many are outstanding, or with a
+ * capacity, so many at a time, the rest queued. */
 struct backend {
 	const char *name;
 	uint16_t port;
@@ -126,8 +128,11 @@ struct backend {
 	struct bconn **conns;
 	size_t nconns, cap;
 	_Atomic uint64_t answered;
+	_Atomic uint32_t capacity; /* requests served at a time; 0: all */
+	uint32_t in_service;       /* the backend thread's own */
+	uint64_t arrivals;         /* the backend thread's own: request order */
 	/* Requests read whose answer is not yet sent (their connection still
-	 * open), and the most there were since the last backend_take_peak:
+	 * open, or with a capacity, served all the same), and the most there were since the last backend_take_peak:
 	 * what the backend is really serving, whatever its callers think. */
 	_Atomic uint32_t serving, serving_peak;
 	int error; /* first fatal error of the thread, as -errno */
@@ -136,6 +141,8 @@ struct backend {
 int backend_start(struct backend *b, const char *name, double latency_s, double jitter,
 		  uint64_t seed);
 void backend_set_latency(struct backend *b, double latency_s);
+/* Serve k requests at a time and queue the rest (0: no limit). */
+void backend_set_capacity(struct backend *b, uint32_t k);
 void backend_stop(struct backend *b);
 uint32_t backend_serving(struct backend *b);
 /* The peak of serving since the last call, which starts a new one. */
@@ -154,6 +161,11 @@ struct service_params {
 	uint16_t port[NDEPS];
 	uint32_t conc[NDEPS], queue[NDEPS];
 	uint64_t queue_wait_ns[NDEPS]; /* 0: until the order's deadline */
+	/* Attach an adaptive controller to the bulkhead, the defaults but a
+	 * ceiling (0: the default); each call is a sample: its time from the
+	 * grant, a timeout as dropped. */
+	bool adaptive[NDEPS];
+	uint32_t adaptive_max[NDEPS];
 	struct results *res;
 	uint64_t t0; /* the run's start, bh_now_ns() */
 };
@@ -169,6 +181,8 @@ struct service_gauges {
 };
 
 int service_start(const struct service_params *p, struct service **out);
+/* The controller of d's bulkhead, or NULL. */
+struct bh_adaptive *service_adaptive(struct service *s, enum dep d);
 /* Stop offering load (the generator exits; already accepted orders stay). */
 void service_stop_load(struct service *s);
 /* True once the generator stopped and no order is queued or being served. */

@@ -2,7 +2,13 @@
  * request line "<id>\n" with "<id> <answer>\n" after its latency. One epoll
  * thread serves every connection, and a timerfd fires at the earliest due
  * answer, so thousands of slow requests cost no threads. A connection
- * carries one request at a time (its caller waits for the answer). */
+ * carries one request at a time (its caller waits for the answer).
+ *
+ * By default every request is served at once, however many there are. With
+ * a capacity K (backend_set_capacity) it serves K at a time, in the order
+ * they came, and the rest wait; like most servers it does not notice a
+ * caller that left: a request it has read is served to the end, its answer
+ * going nowhere, and holds its place until then. */
 #define _GNU_SOURCE /* accept4, pthread_setname_np */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,9 +29,15 @@ struct bconn {
 	int fd;
 	char buf[64];
 	size_t len;
-	uint64_t due_ns; /* 0: no request pending */
+	uint64_t due_ns; /* 0: not being served */
+	uint64_t waiting; /* nonzero: waiting for a slot (arrival order) */
 	uint64_t id;
 };
+
+static bool pending(const struct bconn *c)
+{
+	return c->due_ns || c->waiting;
+}
 
 uint64_t backend_answer(uint64_t id)
 {
@@ -73,13 +85,32 @@ static void serving_sub(struct backend *b)
 	atomic_fetch_sub_explicit(&b->serving, 1, memory_order_relaxed);
 }
 
+static void conn_free(struct backend *b, size_t i)
+{
+	struct bconn *c = b->conns[i];
+
+	if (pending(c))
+		serving_sub(b);
+	if (c->due_ns)
+		b->in_service--;
+	if (c->fd >= 0)
+		close(c->fd); /* also leaves the epoll set */
+	free(c);
+	b->conns[i] = b->conns[--b->nconns];
+}
+
+/* The caller is gone. Without a capacity its request goes with it; with
+ * one, the request stays to be served (fd -1: the answer goes nowhere). */
 static void conn_close(struct backend *b, size_t i)
 {
-	if (b->conns[i]->due_ns)
-		serving_sub(b); /* its caller left before the answer */
-	close(b->conns[i]->fd); /* also leaves the epoll set */
-	free(b->conns[i]);
-	b->conns[i] = b->conns[--b->nconns];
+	struct bconn *c = b->conns[i];
+
+	if (!pending(c) || !atomic_load_explicit(&b->capacity, memory_order_relaxed)) {
+		conn_free(b, i);
+		return;
+	}
+	close(c->fd);
+	c->fd = -1;
 }
 
 static int conn_add(struct backend *b, int fd)
@@ -126,14 +157,40 @@ static void take_request(struct backend *b, struct bconn *c)
 {
 	char *nl = memchr(c->buf, '\n', c->len);
 
-	if (!nl || c->due_ns)
+	if (!nl || pending(c))
 		return;
 	*nl = '\0';
 	c->id = strtoull(c->buf, NULL, 10);
 	c->len -= (size_t)(nl + 1 - c->buf);
 	memmove(c->buf, nl + 1, c->len);
-	c->due_ns = bh_now_ns() + draw_latency(b);
+	c->waiting = ++b->arrivals;
 	serving_add(b);
+}
+
+static bool has_slot(struct backend *b)
+{
+	uint32_t cap = atomic_load_explicit(&b->capacity, memory_order_relaxed);
+
+	return !cap || b->in_service < cap;
+}
+
+/* Start serving waiting requests, first come first, while slots are free. */
+static void start_waiting(struct backend *b)
+{
+	uint64_t now = bh_now_ns();
+
+	while (has_slot(b)) {
+		struct bconn *first = NULL;
+
+		for (size_t i = 0; i < b->nconns; i++)
+			if (b->conns[i]->waiting && (!first || b->conns[i]->waiting < first->waiting))
+				first = b->conns[i];
+		if (!first)
+			return;
+		first->waiting = 0;
+		first->due_ns = now + draw_latency(b);
+		b->in_service++;
+	}
 }
 
 /* Returns false when the connection is finished (EOF, error, garbage). */
@@ -158,7 +215,10 @@ static bool conn_answer(struct backend *b, struct bconn *c)
 			   backend_answer(c->id));
 
 	c->due_ns = 0;
+	b->in_service--;
 	serving_sub(b);
+	if (c->fd < 0)
+		return false; /* served for a caller that left */
 	if (send(c->fd, out, (size_t)len, MSG_NOSIGNAL) != len)
 		return false; /* the caller gave up and left: fine */
 	atomic_fetch_add_explicit(&b->answered, 1, memory_order_relaxed);
@@ -166,7 +226,8 @@ static bool conn_answer(struct backend *b, struct bconn *c)
 	return true;
 }
 
-/* Answer everything due, then arm the timer for the next due answer. */
+/* Answer everything due, start what waits for the slots that freed, then
+ * arm the timer for the next due answer. */
 static void answer_due(struct backend *b)
 {
 	uint64_t now = bh_now_ns(), next = 0;
@@ -176,12 +237,17 @@ static void answer_due(struct backend *b)
 		struct bconn *c = b->conns[i];
 
 		if (c->due_ns && c->due_ns <= now && !conn_answer(b, c)) {
-			conn_close(b, i);
+			conn_free(b, i);
 			continue;
 		}
+		i++;
+	}
+	start_waiting(b);
+	for (size_t i = 0; i < b->nconns; i++) {
+		struct bconn *c = b->conns[i];
+
 		if (c->due_ns && (!next || c->due_ns < next))
 			next = c->due_ns;
-		i++;
 	}
 	if (next) { /* absolute, CLOCK_MONOTONIC: the clock of bh_now_ns */
 		its.it_value.tv_sec = (time_t)(next / BH_SEC);
@@ -231,7 +297,7 @@ static void *backend_main(void *arg)
 	}
 out:
 	while (b->nconns)
-		conn_close(b, b->nconns - 1);
+		conn_free(b, b->nconns - 1);
 	return NULL;
 }
 
@@ -280,6 +346,7 @@ int backend_start(struct backend *b, const char *name, double latency_s, double 
 	atomic_init(&b->latency_ns, sec_to_ns(latency_s));
 	atomic_init(&b->serving, 0);
 	atomic_init(&b->serving_peak, 0);
+	atomic_init(&b->capacity, 0);
 	b->listen_fd = listen_loopback(&b->port);
 	b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -303,6 +370,13 @@ fail:
 void backend_set_latency(struct backend *b, double latency_s)
 {
 	atomic_store_explicit(&b->latency_ns, sec_to_ns(latency_s), memory_order_relaxed);
+}
+
+/* Read by the backend's thread at its next event (an answer due, a request,
+ * a connection): under load, within one answer's time. */
+void backend_set_capacity(struct backend *b, uint32_t k)
+{
+	atomic_store_explicit(&b->capacity, k, memory_order_relaxed);
 }
 
 uint32_t backend_serving(struct backend *b)

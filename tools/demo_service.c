@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bulkhead/adaptive.h"
 #include "demo.h"
 
 struct order {
@@ -54,6 +55,7 @@ struct service {
 	struct service_params p;
 	struct accept_queue q;
 	bulkhead_t *bh[NDEPS];
+	bh_adaptive_t *ctl[NDEPS];
 	struct worker *w;
 	pthread_t generator;
 	bool generator_started;
@@ -304,6 +306,16 @@ static enum outcome call_outcome(int r)
 	}
 }
 
+/* What a call tells d's controller: its time from the grant, and whether
+ * it was a sign of overload (a timeout) or says nothing (it was stopped). */
+static void adaptive_sample(struct service *s, enum dep d, uint64_t granted_ns, enum outcome out)
+{
+	enum bh_outcome o = out == OUT_OK ? BH_OK : out == OUT_CALL_TIMEOUT ? BH_DROPPED : BH_IGNORE;
+
+	if (s->ctl[d])
+		bh_adaptive_sample(s->ctl[d], bh_now_ns() - granted_ns, o);
+}
+
 static enum outcome serve(struct worker *w, const struct order *o)
 {
 	struct service *s = w->svc;
@@ -314,7 +326,10 @@ static enum outcome serve(struct worker *w, const struct order *o)
 	atomic_fetch_add_explicit(&s->held[o->dep], 1, memory_order_relaxed);
 	out = guard_enter(s, o->dep, o->deadline_ns);
 	if (out == OUT_OK) {
+		uint64_t granted = bh_now_ns();
+
 		out = call_outcome(dep_call(w, o->dep, o->id, o->deadline_ns));
+		adaptive_sample(s, o->dep, granted, out);
 		guard_leave(s, o->dep);
 	}
 	atomic_fetch_sub_explicit(&s->held[o->dep], 1, memory_order_relaxed);
@@ -406,12 +421,20 @@ static int make_bulkheads(struct service *s)
 		struct bh_config c = { .max_concurrent = s->p.conc[d],
 				       .queue_capacity = s->p.queue[d],
 				       .flags = BH_FAIR };
+		struct bh_adaptive_config ac = { .max_limit = s->p.adaptive_max[d] };
 		int r = bh_create(&c, &s->bh[d]);
 
+		if (r == 0 && s->p.adaptive[d])
+			r = bh_adaptive_attach(s->bh[d], &ac, &s->ctl[d]);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+bh_adaptive_t *service_adaptive(struct service *s, enum dep d)
+{
+	return s->ctl[d];
 }
 
 static int start_threads(struct service *s)
@@ -518,8 +541,10 @@ uint64_t service_stop(struct service *s)
 	 * otherwise. */
 	for (struct order o; aq_take_left(&s->q, &o);)
 		record(s, &o, bh_now_ns() >= o.deadline_ns ? OUT_EXPIRED : OUT_SHUTDOWN);
-	for (int d = 0; d < NDEPS; d++)
+	for (int d = 0; d < NDEPS; d++) {
+		bh_adaptive_detach(s->ctl[d]); /* no worker samples any more */
 		bh_destroy(s->bh[d]); /* every holder and waiter has returned */
+	}
 	refused = atomic_load_explicit(&s->refused_releases, memory_order_relaxed);
 	aq_destroy(&s->q);
 	close(s->stop_fd);
