@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "bulkhead.h"
-#include "internal.h"
+#include "core/internal.h"
 
 /* ---- the run ------------------------------------------------------------ */
 

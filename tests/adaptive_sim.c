@@ -8,7 +8,7 @@
 
 #include "adaptive/bha.h"
 #include "adaptive_sim.h"
-#include "internal.h"
+#include "core/internal.h"
 #include "sizing.h"
 
 #define NS_PER_S 1e9

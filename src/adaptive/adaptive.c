@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "bha.h"
-#include "internal.h"
-#include "pool_internal.h"
+#include "core/internal.h"
+#include "pool/pool_internal.h"
 
 #define NEVER UINT64_MAX
 #define BATCH 16 /* a shard adds to the shared count this many at a time */

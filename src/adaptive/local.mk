@@ -5,8 +5,7 @@ src_libbhcore_la_SOURCES += \
 	src/adaptive/adaptive.c \
 	src/adaptive/algo.c \
 	src/adaptive/metrics.c \
-	src/adaptive/bha.h \
-	src/sample_hook.h
+	src/adaptive/bha.h
 dist_doc_DATA += docs/adaptive.md
 
 # The simulator (virtual time, a dependency with a concurrency knee) and

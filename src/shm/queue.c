@@ -1,4 +1,4 @@
-/* The queue of a host-wide bulkhead: the core's protocol (src/bulkhead.c,
+/* The queue of a host-wide bulkhead: the core's protocol (src/core/bulkhead.c,
  * docs/design.md) on queue nodes in the segment, linked by index, under the
  * segment's lock. One FIFO for the host, direct handoff, strict head of
  * line, BH_FAIR or barging with eventual fairness, exactly as in the core.

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 #include "bulkhead/shm.h"
-#include "internal.h"
+#include "core/internal.h"
 
 /* ---- the shared word ---------------------------------------------------
  *

@@ -79,7 +79,7 @@ static inline uint64_t load_word(const struct bulkhead *bh)
 	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_relaxed);
 }
 
-/* A layer's gate (src/layer.h): shut once the coarse clock reaches it. */
+/* A layer's gate (src/core/layer.h): shut once the coarse clock reaches it. */
 static inline bool gate_reached(const struct bulkhead *bh)
 {
 	return bhi_coarse_ns() >= atomic_load_explicit(&((struct bulkhead *)bh)->gate_ns,
@@ -1112,7 +1112,7 @@ int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 	return 0;
 }
 
-/* For bh_stats@LIBBULKHEAD_0.1 (src/compat_0_1.c): growth is append-only,
+/* For bh_stats@LIBBULKHEAD_0.1 (src/core/compat_0_1.c): growth is append-only,
  * so an older layout is a prefix of the current one. */
 int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size)
 {
@@ -1124,7 +1124,7 @@ int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size)
 	return r;
 }
 
-/* ---- layers (src/layer.h) -------------------------------------------------- */
+/* ---- layers (src/core/layer.h) -------------------------------------------------- */
 
 uint64_t bhi_coarse_ns(void)
 {

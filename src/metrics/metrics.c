@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "bulkhead/metrics.h"
-#include "internal.h"
-#include "layer.h"
+#include "core/internal.h"
+#include "core/layer.h"
 
 /* Where text goes: a caller's buffer (counting what would not fit, like
  * snprintf) or a stream. */
@@ -328,7 +328,7 @@ static void put_histograms(struct out *o, const struct snaps *s)
 	}
 }
 
-/* ---- series added by layers (src/layer.h) ------------------------------------ */
+/* ---- series added by layers (src/core/layer.h) ------------------------------------ */
 
 static void put_layer_value(struct out *o, const struct bhi_layer_metric *m)
 {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
-#include "sample_hook.h"
+#include "core/sample_hook.h"
 
 /* The pool worker running on this thread, if any. */
 static __thread struct bhp_worker *bhp_self;

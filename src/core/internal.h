@@ -113,11 +113,11 @@ struct bhi_slot {
 	 * tells a recycled slot's new owner to start afresh. */
 	uint64_t held, hold_start, hold_gen;
 	/* Automatic samples this thread is handing to the bulkhead's sink
-	 * now (src/sample_hook.h); detaching waits for 0. */
+	 * now (src/core/sample_hook.h); detaching waits for 0. */
 	_Atomic uint32_t in_sink;
 };
 
-/* Lock-free recording side of struct bh_hist (see src/hist.c). */
+/* Lock-free recording side of struct bh_hist (see src/core/hist.c). */
 struct bhi_hist {
 	_Atomic uint64_t sum_ns;
 	_Atomic uint64_t buckets[BH_HIST_BUCKETS];
@@ -160,7 +160,7 @@ struct bulkhead {
 	char name[BH_NAME_MAX];
 	struct bhi_hist wait, wait_failed;
 	struct bhi_hist *hold; /* BHI_HOLD_SHARDS of them with BH_TRACK_HOLD */
-	struct bhi_layer *layer; /* src/layer.h; NULL for a plain bulkhead */
+	struct bhi_layer *layer; /* src/core/layer.h; NULL for a plain bulkhead */
 
 	struct bhi_slot slots[];
 };
@@ -170,7 +170,7 @@ void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops);
 void bhi_set_spin_ns(bulkhead_t *bh, uint64_t ns);
 void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns);
 uint64_t bhi_word(const bulkhead_t *bh);
-/* bh_stats into the first size bytes of an older layout (src/compat_0_1.c). */
+/* bh_stats into the first size bytes of an older layout (src/core/compat_0_1.c). */
 int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size);
 
 /* Thread index: 0 = none yet, else index + 1. Initial-exec TLS keeps the

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "bulkhead/uring.h"
-#include "internal.h"
-#include "sample_hook.h"
+#include "core/internal.h"
+#include "core/sample_hook.h"
 
 /* Where an op is. Only the owner thread reads or writes it. */
 enum op_state {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "bulkhead/pool.h"
-#include "internal.h"
+#include "core/internal.h"
 
 /*
  * A task's state word (bh_task.priv.state): a phase in the low bits, flags
