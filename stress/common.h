@@ -41,6 +41,7 @@
 
 #include "bulkhead.h"
 #include "core/internal.h"
+#include "lib/compiler.h"
 
 /* ---- the run ------------------------------------------------------------ */
 

@@ -10,22 +10,9 @@
 #include <stdint.h>
 
 #include "bulkhead.h"
+#include "lib/compiler.h"
 
 #define BHI_SPIN_NS (20 * BH_USEC) /* a head waiter's spin budget */
-#define BH_LIKELY(x) __builtin_expect(!!(x), 1)
-#define BH_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define BH_CACHELINE 64
-/* Slow paths stay out of line so the fast paths keep few registers. */
-#define BH_COLD __attribute__((noinline, cold))
-#if defined(__x86_64__) || defined(__i386__)
-#define bhi_cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define bhi_cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define bhi_cpu_relax() __asm__ __volatile__("" ::: "memory")
-#endif
-#define bh_container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 /*
  * The state word (see docs/design.md):
@@ -102,7 +89,7 @@ extern const struct bhi_sync_ops bhi_futex_shared_ops;
 enum bhi_counter { BHI_ACQUIRED, BHI_RELEASED, BHI_REJECTED, BHI_NCOUNTERS };
 
 struct bhi_slot {
-	_Alignas(BH_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
 	/* This thread's last view of the word: the fast path's CAS guesses
 	 * it instead of loading the word first (a load of the line right
 	 * before a locked RMW on it costs ~3 ns on x86). Only a CAS that
@@ -131,7 +118,7 @@ struct bhk_sink;
 
 struct bulkhead {
 	/* Line 1: what every fast path reads. */
-	_Alignas(BH_CACHELINE) _Atomic uint64_t word;
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t word;
 	uint64_t block_mask; /* word bits that stop a newcomer */
 	uint32_t flags;
 	uint32_t queue_cap;
@@ -145,7 +132,7 @@ struct bulkhead {
 	struct bhs_att *ext;
 
 	/* Line 2: the slow path. */
-	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
+	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
 	struct bh_qlink *head, *tail; /* FIFO queue, under lock */
 	const struct bhi_sync_ops *ops;
 	uint64_t starve_ns;     /* unfair mode: at most one fair handoff per */
@@ -179,7 +166,7 @@ extern __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
 extern __thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
 uint32_t bhi_tindex_assign(void);
 
-BH_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
+BHI_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
 /* A counter summed over every slot (relaxed: statistics). */
 uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c);
 /* bh_try_acquire that does not count a refusal: for a caller (the pool's
@@ -192,7 +179,7 @@ static inline struct bhi_slot *bhi_my_slot(struct bulkhead *bh)
 {
 	uint32_t i = bhi_tindex - 1u;
 
-	return BH_LIKELY(i < bh->nslots) ? &bh->slots[i] : NULL;
+	return BHI_LIKELY(i < bh->nslots) ? &bh->slots[i] : NULL;
 }
 
 /* Sole writer of its slot: relaxed load+store, no RMW. The reader sums

@@ -407,7 +407,7 @@ int bhs_try_slow(struct bhs_att *a, uint32_t n)
 	}
 }
 
-static BH_COLD int over_release(struct bhs_att *a)
+static BHI_COLD int over_release(struct bhs_att *a)
 {
 	atomic_fetch_add_explicit(&a->seg->over_released, 1, memory_order_relaxed);
 	return -EOVERFLOW;
