@@ -1164,3 +1164,13 @@ void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns)
 	dispatch(bh, &wb); /* waiters queued while it was shut */
 	unlock(bh, &wb);
 }
+
+bool bhi_tracks_hold(const bulkhead_t *bh)
+{
+	return bh->flags & BH_TRACK_HOLD;
+}
+
+bool bhi_is_host(const bulkhead_t *bh)
+{
+	return bh->ext != NULL;
+}
