@@ -33,7 +33,7 @@
 #include <time.h>
 
 #include "bulkhead/pool.h"
-#include "pool_internal.h" /* bhp_set_spin_ns, for the no-polling variant */
+#include "pool/pool_internal.h" /* bhp_set_spin_ns, for the no-polling variant */
 
 static unsigned opt_threads = 2, opt_submitters = 1, opt_queue = 1024, opt_rounds = 5;
 static unsigned opt_iters = 20000, opt_tasks = 400000;

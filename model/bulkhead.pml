@@ -1,5 +1,5 @@
 /*
- * A model of libbulkhead's core protocol (src/bulkhead.c), for Spin.
+ * A model of libbulkhead's core protocol (src/core/bulkhead.c), for Spin.
  *
  * What is modelled: the state word (avail, limit, queued and the STARVING,
  * WOKEN, CLOSED bits) and every CAS on it; the FIFO queue and direct handoff

@@ -708,7 +708,7 @@ struct st_async {
 /* Runs under the core lock on the granting thread: publish, wake, return. */
 static void async_done(struct bh_async *node, int result)
 {
-	struct st_async *a = bh_container_of(node, struct st_async, node);
+	struct st_async *a = bhi_container_of(node, struct st_async, node);
 
 	a->result = result;
 	/* release: pairs with the owner's acquire load of done */

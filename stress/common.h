@@ -40,7 +40,8 @@
 #include <stdint.h>
 
 #include "bulkhead.h"
-#include "internal.h"
+#include "core/internal.h"
+#include "lib/compiler.h"
 
 /* ---- the run ------------------------------------------------------------ */
 

@@ -8,7 +8,8 @@
 
 #include "adaptive/bha.h"
 #include "adaptive_sim.h"
-#include "internal.h"
+#include "core/internal.h"
+#include "lib/compiler.h"
 #include "sizing.h"
 
 #define NS_PER_S 1e9
@@ -272,7 +273,7 @@ static uint64_t sim_clock(void *ctx)
 
 static void on_grant(struct bh_async *node, int result)
 {
-	struct req *r = bh_container_of(node, struct req, node);
+	struct req *r = bhi_container_of(node, struct req, node);
 	struct sim *s = node->data;
 
 	/* Runs under the bulkhead's lock: only note it. */

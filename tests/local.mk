@@ -10,7 +10,7 @@ tests_test_core_CFLAGS = $(TEST_CFLAGS)
 tests_test_core_LDADD = $(TEST_LIBS)
 TESTS += tests/test_core
 
-# The core's hook for layers (src/layer.h).
+# The core's hook for layers (src/core/layer.h).
 check_PROGRAMS += tests/test_layer
 tests_test_layer_SOURCES = tests/test_layer.c tests/testutil.h
 tests_test_layer_CFLAGS = $(TEST_CFLAGS)

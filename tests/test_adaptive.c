@@ -11,7 +11,7 @@
 
 #include "adaptive/bha.h"
 #include "bulkhead/adaptive.h"
-#include "pool_internal.h"
+#include "pool/pool_internal.h"
 
 #define MS BH_MSEC
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Fails when the shared library exports anything but bh_* functions, or when
 # an export carries the wrong symbol version: a name listed in a later node
-# of src/libbulkhead.map must carry that node's version (an exact name
+# of src/core/libbulkhead.map must carry that node's version (an exact name
 # outranks the first node's bh_* glob), every other one LIBBULKHEAD_0.1. A
 # compat symbol (name@NODE, not the default: a released layout kept for old
 # programs, abi/README.md) is allowed only for a name whose default is in a
@@ -16,7 +16,7 @@ fi
 n=$($nm -D --defined-only "$so" | awk '$2 == "T"' | grep -c ' bh_')
 [ "$n" -ge 9 ] || { echo "only $n bh_ functions exported"; exit 1; }
 
-map="${top_srcdir:-.}/src/libbulkhead.map"
+map="${top_srcdir:-.}/src/core/libbulkhead.map"
 command -v readelf >/dev/null 2>&1 || { echo "ok: $n bh_ functions exported (no readelf: versions unchecked)"; exit 0; }
 # "name node" for every name listed without a wildcard in a node after the first
 later=$(sed 's,/\*.*\*/,,' "$map" | awk '

@@ -1,10 +1,10 @@
-/* The core's hook for layers (src/layer.h): a gate that every admission
+/* The core's hook for layers (src/core/layer.h): a gate that every admission
  * path obeys, and bh_destroy calling the layer first. */
 #include <unistd.h>
 
 #include "testutil.h"
 #include "bulkhead/metrics.h"
-#include "layer.h"
+#include "core/layer.h"
 
 struct fake_layer {
 	struct bhi_layer l;

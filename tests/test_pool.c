@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "pool_internal.h"
+#include "pool/pool_internal.h"
 
 /* ---- a virtual clock and scripted waits ------------------------------------ */
 

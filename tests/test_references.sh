@@ -22,7 +22,7 @@ printf '%s\n' 'BH_STRESS_SEED=0x1 replays a seed' '--seed N: the seed of the ord
 
 cd "${top_srcdir:-.}" || exit 99
 files=$(ls README.md stress/README.md examples/*.md docs/*.md docs/man/* Makefile.am tools/*.c tools/*.h bulkhead-uring.pc.in \
-	configure.ac bulkhead.pc.in autogen.sh */local.mk mk/*.mk scripts/* .ci/run 2>/dev/null)
+	configure.ac bulkhead.pc.in autogen.sh */local.mk */*/local.mk scripts/* .ci/run 2>/dev/null)
 found=$(check_files $files)
 if [ -n "$found" ]; then
 	echo "$found"

@@ -12,7 +12,7 @@ fails=0
 # undone, a path starting a word and under a top-level source directory.
 named_paths() {
 	cat "$@" | sed -e 's#[a-z]*://[^ )>]*##g' -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' |
-		grep -o -E '(^|[^A-Za-z0-9_./-])(\./)?(src|include|tests|stress|bench|examples|docs|tools|scripts|mk|m4|\.ci)/[A-Za-z0-9_./{},*-]*' |
+		grep -o -E '(^|[^A-Za-z0-9_./-])(\./)?(src|include|tests|stress|bench|examples|docs|tools|scripts|m4|\.ci)/[A-Za-z0-9_./{},*-]*' |
 		sed -e 's/^[^A-Za-z0-9_.]//' -e 's#^\./##' -e 's/[.,;:]*$//' |
 		grep -E '/$|[*{]|\.(c|h|cc|md|sh|patch|map|mk|in|m4|[137])$' | sort -u
 }

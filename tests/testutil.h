@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "bulkhead.h"
-#include "internal.h"
+#include "core/internal.h"
 
 /*
  * A fake sync layer. Every wait calls the test's hook, on the waiter's own

@@ -8,8 +8,9 @@
 #include <time.h>
 
 #include "bha.h"
-#include "internal.h"
-#include "pool_internal.h"
+#include "core/internal.h"
+#include "lib/compiler.h"
+#include "pool/pool_internal.h"
 
 #define NEVER UINT64_MAX
 #define BATCH 16 /* a shard adds to the shared count this many at a time */
@@ -46,7 +47,7 @@ static inline struct bha_shard *my_shard(bh_adaptive_t *a, bool *shared)
 {
 	uint32_t t = bhi_tindex;
 
-	if (BH_UNLIKELY(t == 0))
+	if (BHI_UNLIKELY(t == 0))
 		t = bhi_tindex_assign();
 	*shared = !(t - 1u < BHA_SHARDS);
 	return &a->shards[*shared ? BHA_SHARDS : t - 1u];
@@ -58,7 +59,7 @@ static inline uint64_t add64(_Atomic uint64_t *p, uint64_t v, bool shared)
 {
 	uint64_t n;
 
-	if (BH_UNLIKELY(shared))
+	if (BHI_UNLIKELY(shared))
 		return atomic_fetch_add_explicit(p, v, memory_order_relaxed) + v;
 	n = atomic_load_explicit(p, memory_order_relaxed) + v;
 	atomic_store_explicit(p, n, memory_order_relaxed);
@@ -67,7 +68,7 @@ static inline uint64_t add64(_Atomic uint64_t *p, uint64_t v, bool shared)
 
 static inline void add32(_Atomic uint32_t *p, bool shared)
 {
-	if (BH_UNLIKELY(shared))
+	if (BHI_UNLIKELY(shared))
 		atomic_fetch_add_explicit(p, 1, memory_order_relaxed);
 	else
 		atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1,
@@ -83,7 +84,7 @@ static inline void note_peak(bh_adaptive_t *a, struct bha_shard *s, bool shared)
 	uint32_t e = atomic_load_explicit(&a->epoch, memory_order_relaxed);
 	uint32_t old;
 
-	if (BH_UNLIKELY(shared)) {
+	if (BHI_UNLIKELY(shared)) {
 		old = atomic_load_explicit(&s->peak, memory_order_relaxed);
 		while (in > old && !atomic_compare_exchange_weak_explicit(
 					   &s->peak, &old, in, memory_order_relaxed,
@@ -306,7 +307,7 @@ static bool window_due(const bh_adaptive_t *a, uint64_t now)
 /* Whoever finds the window due tries to close it; one wins, the others go
  * on at once (the sampling path never waits). acquire: the winner sees
  * everything the previous closer wrote (pairs with the release below). */
-static BH_COLD void try_close(bh_adaptive_t *a)
+static BHI_COLD void try_close(bh_adaptive_t *a)
 {
 	if (atomic_exchange_explicit(&a->closing, 1, memory_order_acquire))
 		return;
@@ -337,7 +338,7 @@ void bha_flush(bh_adaptive_t *a)
  * began: after in flight first drained to the pin (so that nothing of ours
  * still queues downstream), which the first sampler to see it marks.
  * Returns whether to keep the sample; *full when the probe has enough. */
-static BH_COLD bool accept_slow(bh_adaptive_t *a, uint64_t rtt, bool *full)
+static BHI_COLD bool accept_slow(bh_adaptive_t *a, uint64_t rtt, bool *full)
 {
 	uint64_t now, epoch, n;
 
@@ -369,11 +370,11 @@ void bh_adaptive_sample(bh_adaptive_t *a, uint64_t rtt_ns, enum bh_outcome outco
 	struct bha_shard *s = my_shard(a, &shared);
 	uint64_t n;
 
-	if (BH_UNLIKELY(outcome != BH_OK && outcome != BH_DROPPED)) {
+	if (BHI_UNLIKELY(outcome != BH_OK && outcome != BH_DROPPED)) {
 		add64(&s->n_ign, 1, shared); /* BH_IGNORE, or anything else */
 		return;
 	}
-	if (BH_UNLIKELY(rtt_ns < a->min_rtt_ns ||
+	if (BHI_UNLIKELY(rtt_ns < a->min_rtt_ns ||
 			atomic_load_explicit(&a->probing, memory_order_relaxed)) &&
 	    !accept_slow(a, rtt_ns, &full)) {
 		add64(&s->n_disc, 1, shared);
@@ -391,13 +392,13 @@ void bh_adaptive_sample(bh_adaptive_t *a, uint64_t rtt_ns, enum bh_outcome outco
 	note_peak(a, s, shared);
 	/* release: the adds above before the flag (take_window's acquire) */
 	atomic_store_explicit(&s->dirty, 1, memory_order_release);
-	if (BH_UNLIKELY(n % BATCH == 0) &&
+	if (BHI_UNLIKELY(n % BATCH == 0) &&
 	    atomic_fetch_add_explicit(&a->gcount, BATCH, memory_order_relaxed) + BATCH >=
 		    atomic_load_explicit(&a->quota, memory_order_relaxed))
 		full = true;
 	/* The clock every CHECK-th sample of a thread: a window needs several
 	 * samples anyway, and even the coarse clock is 5 to 20 ns. */
-	if (BH_UNLIKELY(full) ||
+	if (BHI_UNLIKELY(full) ||
 	    (n % CHECK == 1 % CHECK &&
 	     a->coarse(a->clock_ctx) >= atomic_load_explicit(&a->deadline_ns, memory_order_relaxed)))
 		try_close(a);
@@ -605,7 +606,7 @@ static int bh_target_set(void *ctx, uint32_t limit)
 
 static void sink_fn(struct bhk_sink *k, uint64_t ns, int outcome)
 {
-	bh_adaptive_sample(bh_container_of(k, struct bh_adaptive, sink), ns,
+	bh_adaptive_sample(bhi_container_of(k, struct bh_adaptive, sink), ns,
 			   (enum bh_outcome)outcome);
 }
 

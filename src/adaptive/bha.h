@@ -167,7 +167,7 @@ struct bha_seen {
 	uint32_t buckets[BHA_NB];
 };
 
-#include "sample_hook.h"
+#include "core/sample_hook.h"
 
 struct bh_adaptive {
 	/* Read by every sample. */
@@ -178,7 +178,7 @@ struct bh_adaptive {
 	uint64_t min_rtt_ns;
 	bool hist_drops;
 	const char *name;      /* for exports: the bulkhead's or the pool's */
-	struct bhk_sink sink;  /* automatic samples (src/sample_hook.h) */
+	struct bhk_sink sink;  /* automatic samples (src/core/sample_hook.h) */
 	struct bulkhead *owner; /* hooked into; NULL for other targets */
 
 	/* Written by the closer once per window, read by every sample. */

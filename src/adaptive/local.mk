@@ -5,13 +5,12 @@ src_libbhcore_la_SOURCES += \
 	src/adaptive/adaptive.c \
 	src/adaptive/algo.c \
 	src/adaptive/metrics.c \
-	src/adaptive/bha.h \
-	src/sample_hook.h
+	src/adaptive/bha.h
 dist_doc_DATA += docs/adaptive.md
 
 # The simulator (virtual time, a dependency with a concurrency knee) and
 # the scenarios with pass bands; the unit and thread tests.
-ADAPTIVE_SIM = tests/adaptive_sim.c tests/adaptive_sim.h
+ADAPTIVE_SIM = tests/adaptive_sim.c tests/adaptive_sim.h tests/adaptive_scenarios.h
 ADAPTIVE_SIM_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
 ADAPTIVE_SIM_LIBS = src/libbhcore.la tools/libbhtools.la
 

@@ -1,6 +1,6 @@
 /* The cluster layer: a local bulkhead whose limit follows this instance's
  * leased share of a global limit kept in a store. Admission stays the
- * core's (plus the lease check, the core's gate, src/layer.h); this file
+ * core's (plus the lease check, the core's gate, src/core/layer.h); this file
  * renews the lease, reports demand, applies grants and falls back when the
  * store is gone. docs/cluster.md has the protocol and its safety argument.
  *
@@ -27,7 +27,7 @@
 #include "bulkhead/cluster.h"
 #include "cluster.h"
 #include "endpoint.h"
-#include "layer.h"
+#include "core/layer.h"
 #include "store.h"
 
 #define DEFAULT_LEASE (10 * BH_SEC)

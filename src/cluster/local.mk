@@ -27,7 +27,8 @@ BH_MAN_PAGES += $(CLUSTER_MANS)
 
 # The lease script, as a C string (the store receives this file verbatim).
 # The core's objects wait for it whatever the target (BUILT_SOURCES covers
-# only all, check and install; make fuzz builds single programs). Named
+# only all, check and install; make fuzz and stress/mutants/run.sh build
+# single programs). Named
 # through the variable: a rule for the object itself would replace
 # automake's.
 BUILT_SOURCES += src/cluster/lease_lua.h

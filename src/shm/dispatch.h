@@ -5,7 +5,7 @@
 #ifndef BH_SHM_DISPATCH_H
 #define BH_SHM_DISPATCH_H
 
-#include "internal.h"
+#include "core/internal.h"
 
 bool bhs_take_fast(struct bulkhead *bh, uint32_t n);
 int bhs_try_acquire(struct bulkhead *bh, uint32_t n);

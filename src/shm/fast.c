@@ -49,7 +49,7 @@ static inline struct bhs_slot *my_slot(const struct bhs_att *a)
 {
 	uint32_t i = bhi_tindex - 1u;
 
-	return BH_LIKELY(i < TMAP_SIZE) ? a->tmap[i] : NULL;
+	return BHI_LIKELY(i < TMAP_SIZE) ? a->tmap[i] : NULL;
 }
 
 /* Take a free slot for this process: lock-free, the owner word decides.
@@ -102,7 +102,7 @@ struct bhs_slot *bhs_slot_for(struct bhs_att *a, bool *shared)
 void bhs_slot_count(struct bhs_att *a, struct bhs_slot *s, enum bhi_counter c)
 {
 	/* Sole writer (the thread, or the lock holder for the shared slot). */
-	if (BH_LIKELY(!(a->flags & BH_NO_STATS)))
+	if (BHI_LIKELY(!(a->flags & BH_NO_STATS)))
 		atomic_store_explicit(&s->c[c],
 				      atomic_load_explicit(&s->c[c], memory_order_relaxed) + 1,
 				      memory_order_relaxed);
@@ -210,7 +210,7 @@ static inline bool xfer_running(struct bhs_att *a)
 
 	atomic_signal_fence(memory_order_seq_cst);
 	x = atomic_load_explicit(&a->xfer, memory_order_acquire);
-	if (BH_LIKELY(!x))
+	if (BHI_LIKELY(!x))
 		return false;
 	if (x == XFER_FENCED) {
 		atomic_thread_fence(memory_order_seq_cst);
@@ -228,11 +228,11 @@ static inline __attribute__((always_inline)) int give_on(struct bhs_att *a, stru
 	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
 	uint64_t l = win_open(s);
 
-	if (BH_UNLIKELY(xfer_running(a))) {
+	if (BHI_UNLIKELY(xfer_running(a))) {
 		win_close(s, l);
 		return GIVE_XFER;
 	}
-	if (BH_UNLIKELY(held_of(s, l) < n)) {
+	if (BHI_UNLIKELY(held_of(s, l) < n)) {
 		win_close(s, l);
 		return GIVE_SHORT;
 	}
@@ -413,8 +413,8 @@ bool bhs_take_fast(struct bulkhead *bh, uint32_t n)
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
 
-	if (BH_LIKELY(s != NULL) && take_on(a, s, n)) {
-		if (BH_UNLIKELY(a->flags & BH_TRACK_HOLD))
+	if (BHI_LIKELY(s != NULL) && take_on(a, s, n)) {
+		if (BHI_UNLIKELY(a->flags & BH_TRACK_HOLD))
 			bhs_hold_begin(a, n);
 		return true;
 	}
@@ -437,11 +437,11 @@ int bhs_release(struct bulkhead *bh, uint32_t n)
 	struct bhs_slot *s = my_slot(a);
 	int r;
 
-	if (BH_LIKELY(s != NULL) && BH_LIKELY(n_valid(n)) && BH_LIKELY(give_on(a, s, n) == GIVE_OK))
+	if (BHI_LIKELY(s != NULL) && BHI_LIKELY(n_valid(n)) && BHI_LIKELY(give_on(a, s, n) == GIVE_OK))
 		r = 0;
 	else
 		r = bhs_release_slow(a, n);
-	if (r == 0 && BH_UNLIKELY(a->flags & BH_TRACK_HOLD))
+	if (r == 0 && BHI_UNLIKELY(a->flags & BH_TRACK_HOLD))
 		bhs_hold_end(a, n);
 	return r;
 }

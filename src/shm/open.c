@@ -99,7 +99,7 @@ static uint64_t hdr_sum(const struct bhs_hdr *h)
 
 static size_t align_up(size_t v)
 {
-	return (v + BH_CACHELINE - 1) & ~(size_t)(BH_CACHELINE - 1);
+	return (v + BHI_CACHELINE - 1) & ~(size_t)(BHI_CACHELINE - 1);
 }
 
 /* Where the arrays go for a geometry, and the segment's size. */
@@ -383,7 +383,7 @@ static void free_att(struct bhs_att *a)
 static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_hdr *h,
 			       const char *name)
 {
-	struct bhs_att *a = aligned_alloc(BH_CACHELINE, align_up(sizeof(*a)));
+	struct bhs_att *a = aligned_alloc(BHI_CACHELINE, align_up(sizeof(*a)));
 	uint32_t nodes = h->nslots + h->nextra;
 
 	if (!a)
@@ -585,7 +585,7 @@ static void reg_init(void)
 static struct bulkhead *alloc_handle(void)
 {
 	size_t size = align_up(sizeof(struct bulkhead) + sizeof(struct bhi_slot));
-	struct bulkhead *bh = aligned_alloc(BH_CACHELINE, size);
+	struct bulkhead *bh = aligned_alloc(BHI_CACHELINE, size);
 
 	if (bh)
 		memset(bh, 0, size);

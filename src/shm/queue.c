@@ -1,4 +1,4 @@
-/* The queue of a host-wide bulkhead: the core's protocol (src/bulkhead.c,
+/* The queue of a host-wide bulkhead: the core's protocol (src/core/bulkhead.c,
  * docs/design.md) on queue nodes in the segment, linked by index, under the
  * segment's lock. One FIFO for the host, direct handoff, strict head of
  * line, BH_FAIR or barging with eventual fairness, exactly as in the core.
@@ -407,7 +407,7 @@ int bhs_try_slow(struct bhs_att *a, uint32_t n)
 	}
 }
 
-static BH_COLD int over_release(struct bhs_att *a)
+static BHI_COLD int over_release(struct bhs_att *a)
 {
 	atomic_fetch_add_explicit(&a->seg->over_released, 1, memory_order_relaxed);
 	return -EOVERFLOW;

@@ -12,7 +12,8 @@
 #include <sys/types.h>
 
 #include "bulkhead/shm.h"
-#include "internal.h"
+#include "core/internal.h"
+#include "lib/compiler.h"
 
 /* ---- the shared word ---------------------------------------------------
  *
@@ -80,7 +81,7 @@ struct bhs_hdr {
 enum { PS_FREE, PS_LIVE };
 
 struct bhs_proc {
-	_Alignas(BH_CACHELINE) _Atomic uint32_t state; /* under the lock */
+	_Alignas(BHI_CACHELINE) _Atomic uint32_t state; /* under the lock */
 	_Atomic uint32_t gen;    /* bumped each time the slot is taken */
 	_Atomic int32_t pid;     /* for operators and dumps only */
 	_Atomic uint32_t agent;  /* the process's agent sleeps on this */
@@ -89,7 +90,7 @@ struct bhs_proc {
 };
 
 struct bhs_slot {
-	_Alignas(BH_CACHELINE) _Atomic uint64_t ledger; /* S_PEND | held */
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t ledger; /* S_PEND | held */
 	_Atomic uint64_t hint;  /* the owner's last view of the word */
 	_Atomic uint64_t c[BHI_NCOUNTERS];
 	_Atomic uint64_t debit; /* taken by transfers; held = ledger - debit */
@@ -116,7 +117,7 @@ enum {
 enum { QK_NONE, QK_SYNC, QK_ASYNC };
 
 struct bhs_qnode {
-	_Alignas(BH_CACHELINE) _Atomic uint32_t state; /* the futex word */
+	_Alignas(BHI_CACHELINE) _Atomic uint32_t state; /* the futex word */
 	_Atomic uint32_t n;
 	_Atomic uint32_t next, prev; /* index + 1, under the lock */
 	_Atomic uint32_t owner;      /* process index + 1, under the lock */
@@ -131,10 +132,10 @@ struct bhs_qnode {
  * header's offsets. Nothing in it is a pointer. */
 struct bhs_seg {
 	struct bhs_hdr hdr;
-	_Alignas(BH_CACHELINE) _Atomic uint64_t word;
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t word;
 	/* The internal lock: 0 free, else the owner's process index + 1 in
 	 * bits 0..15 and its generation in 16..30; bit 31: waiters. */
-	_Alignas(BH_CACHELINE) _Atomic uint32_t lock;
+	_Alignas(BHI_CACHELINE) _Atomic uint32_t lock;
 	/* Everything down to the next line is under the lock. */
 	_Atomic uint32_t qhead, qtail; /* index + 1 */
 	_Atomic uint32_t free_extra;   /* free list of extra nodes, index + 1 */
@@ -142,10 +143,10 @@ struct bhs_seg {
 	_Atomic uint64_t starve_ns, fair_after_ns, last_grant_ns;
 	_Atomic uint32_t short_holds;
 	_Atomic uint32_t nattached; /* live processes */
-	_Alignas(BH_CACHELINE) _Atomic uint64_t scan_ns; /* last liveness scan */
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t scan_ns; /* last liveness scan */
 	_Atomic uint64_t timed_out, cancelled, over_released, reclaimed, deaths;
 	_Atomic uint64_t rebuilds, rebuild_waits; /* waits: gave up, a window stayed open */
-	_Alignas(BH_CACHELINE) struct bhi_hist wait, wait_failed;
+	_Alignas(BHI_CACHELINE) struct bhi_hist wait, wait_failed;
 	struct bhi_hist hold[BHS_HOLDS];
 };
 
@@ -157,12 +158,12 @@ struct bhs_hold { /* BH_TRACK_HOLD, per thread index */
 
 struct bhs_att {
 	/* Line 1: what the fast paths read. */
-	_Alignas(BH_CACHELINE) struct bhs_seg *seg;
+	_Alignas(BHI_CACHELINE) struct bhs_seg *seg;
 	struct bhs_slot **tmap; /* bhi_tindex - 1 -> this thread's slot */
 	_Atomic uint32_t xfer;  /* XFER_RUNNING, XFER_FENCED */
 	uint32_t flags;         /* the bulkhead's BH_* flags */
 
-	_Alignas(BH_CACHELINE) pthread_mutex_t mu; /* below, unless noted */
+	_Alignas(BHI_CACHELINE) pthread_mutex_t mu; /* below, unless noted */
 	pthread_mutex_t xmu;       /* one transfer at a time */
 	pthread_mutex_t hmu;       /* our threads take the internal lock one at
 				    * a time: held while it is held or awaited */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Proof that the stress suite catches bugs: apply each purpose-made defect
-# (stress/mutants/*.patch, against src/bulkhead.c) to a scratch copy of the
+# (stress/mutants/*.patch, against src/core/bulkhead.c) to a scratch copy of the
 # tree, rebuild, run every scenario, and report which caught it and how fast.
 # Not run by CI: a few minutes per mutant on a small machine.
 #
@@ -53,7 +53,7 @@ else
 	done
 	(cd "$top" && tar cf - "$@" .) | (cd "$tree" && tar xf -)
 fi
-cp "$tree/src/bulkhead.c" "$scratch/bulkhead.c.orig"
+cp "$tree/src/core/bulkhead.c" "$scratch/bulkhead.c.orig"
 # A checkout has no configure; a tarball has one and may lack the autotools.
 if [ ! -x "$tree/configure" ]; then
 	(cd "$tree" && ./autogen.sh) >"$scratch/autogen.log" 2>&1 || {
@@ -131,10 +131,10 @@ for m in control $mutants; do
 		grep -q '^Build: tsan' "$patch" && kind=tsan
 	fi
 	configure_build "$kind"
-	cp "$scratch/bulkhead.c.orig" "$tree/src/bulkhead.c"
-	touch "$tree/src/bulkhead.c"
+	cp "$scratch/bulkhead.c.orig" "$tree/src/core/bulkhead.c"
+	touch "$tree/src/core/bulkhead.c"
 	if [ "$m" != control ] && ! (cd "$tree" && patch -s -p1 <"$patch"); then
-		echo "| $m | $kind | does not apply to this src/bulkhead.c |" | tee -a ${out:+"$out"}
+		echo "| $m | $kind | does not apply to this src/core/bulkhead.c |" | tee -a ${out:+"$out"}
 		continue
 	fi
 	if ! make -C "$scratch/$kind" -j"$(nproc)" $(progs) >"$scratch/$kind/make.log" 2>&1; then
@@ -143,4 +143,4 @@ for m in control $mutants; do
 	fi
 	row "$m" "$kind" | tee -a ${out:+"$out"}
 done
-cp "$scratch/bulkhead.c.orig" "$tree/src/bulkhead.c"
+cp "$scratch/bulkhead.c.orig" "$tree/src/core/bulkhead.c"

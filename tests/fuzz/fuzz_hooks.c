@@ -1,5 +1,5 @@
 /* The only file of the fuzz harness that includes the core's internals. */
-#include "internal.h"
+#include "core/internal.h"
 #include "fuzz_hooks.h"
 
 void bhf_attach(bulkhead_t *bh, const struct bhf_hooks *h, uint64_t spin_ns,

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "bulkhead/uring.h"
-#include "internal.h"
-#include "sample_hook.h"
+#include "core/sample_hook.h"
+#include "lib/compiler.h"
 
 /* Where an op is. Only the owner thread reads or writes it. */
 enum op_state {
@@ -72,7 +72,7 @@ struct bh_uring {
 	struct bh_uring_stats st;
 
 	/* Written by granting threads: its own line. */
-	_Alignas(BH_CACHELINE) _Atomic(struct bh_uring_op *) granted; /* LIFO */
+	_Alignas(BHI_CACHELINE) _Atomic(struct bh_uring_op *) granted; /* LIFO */
 	_Atomic uint32_t granting; /* grant callbacks still touching this tracker */
 };
 
@@ -130,7 +130,7 @@ int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out)
 
 	if (!ring || !out || flags)
 		return -EINVAL;
-	t = aligned_alloc(BH_CACHELINE, sizeof(*t)); /* a multiple of its alignment */
+	t = aligned_alloc(BHI_CACHELINE, sizeof(*t)); /* a multiple of its alignment */
 	errno = saved;
 	if (!t)
 		return -ENOMEM;
@@ -179,7 +179,7 @@ static inline void give_back(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
 		bh_release(bh, n);
 		return;
 	}
-	if (BH_LIKELY(rb->used && rb->bh[rb->used - 1] == bh)) {
+	if (BHI_LIKELY(rb->used && rb->bh[rb->used - 1] == bh)) {
 		rb->n[rb->used - 1] += n;
 		return;
 	}
@@ -244,7 +244,7 @@ static void unhold(bh_uring_t *t, struct bh_uring_op *op)
  * their latency runs from there to their final CQE. 0: nobody listens. */
 static inline uint64_t sample_start(bulkhead_t *bh)
 {
-	return BH_UNLIKELY(bhk_attached(bh)) ? bh_now_ns() : 0;
+	return BHI_UNLIKELY(bhk_attached(bh)) ? bh_now_ns() : 0;
 }
 
 static bool op_usable(const struct bh_uring_op *op)
@@ -367,7 +367,7 @@ int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, 
 	for (; armed < (unsigned)got; armed++) {
 		struct bh_uring_op *op = ops[armed];
 
-		if (BH_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
+		if (BHI_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
 			break; /* the batch ends before a record in use */
 		arm(t, op, bh, n, 1, idx + armed, &sqes[armed], start);
 	}
@@ -470,7 +470,7 @@ static int refuse(bh_uring_t *t, struct bh_uring_op *op)
 	return -ECANCELED;
 }
 
-static BH_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
+static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 {
 	bool deadline = deadline_ns != BH_FOREVER;
 
@@ -510,9 +510,9 @@ static inline bool track_fast(bh_uring_t *t, struct bh_uring_op *op)
 
 int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 {
-	if (BH_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
+	if (BHI_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
 		return -EINVAL;
-	if (BH_LIKELY(op->nr == 1 && deadline_ns == BH_FOREVER && track_fast(t, op))) {
+	if (BHI_LIKELY(op->nr == 1 && deadline_ns == BH_FOREVER && track_fast(t, op))) {
 		op->state = OP_INFLIGHT;
 		t->st.started++;
 		return 0;
@@ -558,13 +558,13 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 		unsigned idx;
 		const struct io_uring_sqe *sqe;
 
-		if (BH_UNLIKELY(!op || op->t != t || op->state != OP_ARMED)) {
+		if (BHI_UNLIKELY(!op || op->t != t || op->state != OP_ARMED)) {
 			r = -EINVAL;
 			continue;
 		}
 		idx = op->sqe_idx;
 		sqe = &sqes[(idx & mask) << shift];
-		if (BH_LIKELY(op->nr == 1 && idx - head < pending &&
+		if (BHI_LIKELY(op->nr == 1 && idx - head < pending &&
 			      sqe->user_data == ud_make(op, TAG_OP) &&
 			      !(sqe->flags & IOSQE_CQE_SKIP_SUCCESS) &&
 			      (idx == head || idx - 1 == sealed ||
@@ -600,7 +600,7 @@ static void wake_owner(bh_uring_t *t)
  * else of the op, which the owner may reuse as soon as it is pushed. */
 static void on_grant(struct bh_async *a, int result)
 {
-	struct bh_uring_op *op = bh_container_of(a, struct bh_uring_op, u.async);
+	struct bh_uring_op *op = bhi_container_of(a, struct bh_uring_op, u.async);
 	bh_uring_t *t = op->t;
 	struct bh_uring_op *head;
 
@@ -807,7 +807,7 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 
 /* ---- completions ----------------------------------------------------- */
 
-static BH_COLD int stray(bh_uring_t *t)
+static BHI_COLD int stray(bh_uring_t *t)
 {
 	t->st.strays++;
 	return -EINVAL;
@@ -816,7 +816,7 @@ static BH_COLD int stray(bh_uring_t *t)
 /* The op's latency to the adaptive controller: dropped when the kernel
  * cancelled it (its deadline, bh_uring_cancel) or it timed out, ignored when
  * it failed on its own. *now is read once per batch. */
-static BH_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint64_t *now)
+static BHI_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint64_t *now)
 {
 	int o = res == -ECANCELED || res == -ETIME || res == -ETIMEDOUT ? BHK_DROPPED
 		: res < 0					       ? BHK_IGNORE
@@ -832,19 +832,19 @@ static BH_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint6
 static inline int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op *op,
 			 struct rel_batch *rb, uint64_t *now)
 {
-	if (BH_UNLIKELY(op->t != t || op->state < OP_ARMED))
+	if (BHI_UNLIKELY(op->t != t || op->state < OP_ARMED))
 		return stray(t);
 	if ((cqe->flags & IORING_CQE_F_MORE) || --op->cqes_left)
 		return BH_URING_MORE;
 	/* The final CQE: the kernel is done with the op. */
 	op->state = OP_IDLE;
-	if (BH_UNLIKELY(op->flags & OPF_TIMED))
+	if (BHI_UNLIKELY(op->flags & OPF_TIMED))
 		sample_done(op, cqe->res, now);
 	give_back(rb, op->bh, op->n);
 	return BH_URING_DONE;
 }
 
-static BH_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, enum ud_tag tag)
+static BHI_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, enum ud_tag tag)
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		t->helpers--;
@@ -861,7 +861,7 @@ static inline int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct
 {
 	uint64_t ud = cqe->user_data;
 
-	if (BH_UNLIKELY((ud & ~UD_PTR_MASK) != UD_MAGIC)) { /* not a tracked op */
+	if (BHI_UNLIKELY((ud & ~UD_PTR_MASK) != UD_MAGIC)) { /* not a tracked op */
 		*opp = NULL;
 		if ((ud >> 56) != BH_URING_UD_TAG)
 			return BH_URING_FOREIGN;

@@ -7,8 +7,7 @@
 #include <string.h>
 
 #include "bulkhead/metrics.h"
-#include "internal.h"
-#include "layer.h"
+#include "core/layer.h"
 
 /* Where text goes: a caller's buffer (counting what would not fit, like
  * snprintf) or a stream. */
@@ -74,7 +73,9 @@ static void put_json_string(struct out *o, const char *s)
 }
 
 struct snap {
-	const struct bulkhead *bh;
+	const char *name;
+	bool tracks_hold; /* BH_TRACK_HOLD: its hold histogram is exported */
+	bool host; /* host-wide: its host families are exported */
 	struct bh_stats st;
 	struct bhi_layer_metric layer[BHI_LAYER_METRICS_MAX]; /* a layer's series */
 	size_t n_layer;
@@ -110,10 +111,13 @@ static int take_snaps(const struct bh_metric_set *set, struct snaps *s)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < s->n_bh; i++) {
-		const struct bhi_layer *l = set->bulkheads[i]->layer;
+		const bulkhead_t *bh = set->bulkheads[i];
+		const struct bhi_layer *l = bhi_layer_of(bh);
 
-		s->bh[i].bh = set->bulkheads[i];
-		bh_stats(set->bulkheads[i], &s->bh[i].st);
+		s->bh[i].name = bh_name(bh);
+		s->bh[i].tracks_hold = bhi_tracks_hold(bh);
+		s->bh[i].host = bhi_is_host(bh);
+		bh_stats(bh, &s->bh[i].st);
 		if (l && l->metrics)
 			s->bh[i].n_layer = l->metrics(l, s->bh[i].layer);
 	}
@@ -305,7 +309,7 @@ static const char **names_of(const struct snaps *s, bool pools)
 	const char **v = calloc(n ? n : 1, sizeof(*v));
 
 	for (size_t i = 0; v && i < n; i++)
-		v[i] = pools ? s->pool[i].name : s->bh[i].bh->name;
+		v[i] = pools ? s->pool[i].name : s->bh[i].name;
 	return v;
 }
 
@@ -316,19 +320,19 @@ static void put_histograms(struct out *o, const struct snaps *s)
 		bool any = false;
 
 		for (size_t i = 0; i < s->n_bh; i++)
-			any |= !m->hold || (s->bh[i].bh->flags & BH_TRACK_HOLD);
+			any |= !m->hold || s->bh[i].tracks_hold;
 		if (!any)
 			continue;
 		put_head(o, m->name, "histogram", m->help);
 		for (size_t i = 0; i < s->n_bh; i++)
-			if (!m->hold || (s->bh[i].bh->flags & BH_TRACK_HOLD))
-				put_histogram(o, m->name, s->bh[i].bh->name,
+			if (!m->hold || s->bh[i].tracks_hold)
+				put_histogram(o, m->name, s->bh[i].name,
 					      (const struct bh_hist *)((const char *)&s->bh[i].st +
 								       m->offset));
 	}
 }
 
-/* ---- series added by layers (src/layer.h) ------------------------------------ */
+/* ---- series added by layers (src/core/layer.h) ------------------------------------ */
 
 static void put_layer_value(struct out *o, const struct bhi_layer_metric *m)
 {
@@ -365,7 +369,7 @@ static void put_layer_families(struct out *o, const struct snaps *s)
 
 				if (!v)
 					continue;
-				put_sample_start(o, m->name, "", s->bh[j].bh->name);
+				put_sample_start(o, m->name, "", s->bh[j].name);
 				put(o, "} ");
 				put_layer_value(o, v);
 				put_char(o, '\n');
@@ -380,15 +384,15 @@ static void put_host_scalars(struct out *o, const struct snaps *s)
 	bool any = false;
 
 	for (size_t i = 0; i < s->n_bh; i++)
-		any |= s->bh[i].bh->ext != NULL;
+		any |= s->bh[i].host;
 	if (!any)
 		return;
 	for (size_t k = 0; k < sizeof(host_scalars) / sizeof(host_scalars[0]); k++) {
 		put_head(o, host_scalars[k].name, host_scalars[k].type, host_scalars[k].help);
 		for (size_t i = 0; i < s->n_bh; i++) {
-			if (!s->bh[i].bh->ext)
+			if (!s->bh[i].host)
 				continue;
-			put_sample_start(o, host_scalars[k].name, "", s->bh[i].bh->name);
+			put_sample_start(o, host_scalars[k].name, "", s->bh[i].name);
 			put(o, "} %llu\n",
 			    (unsigned long long)field(&s->bh[i].st, host_scalars[k].offset));
 		}
@@ -451,13 +455,13 @@ static int json(struct out *o, const struct snaps *s)
 		const struct bh_stats *st = &s->bh[i].st;
 
 		put(o, "%s{\"name\":", i ? "," : "");
-		put_json_string(o, s->bh[i].bh->name);
+		put_json_string(o, s->bh[i].name);
 		put_json_fields(o, SCALAR(scalars), st, "bulkhead_");
-		if (s->bh[i].bh->ext)
+		if (s->bh[i].host)
 			put_json_fields(o, SCALAR(host_scalars), st, "bulkhead_");
 		put_json_hist(o, "wait", &st->wait);
 		put_json_hist(o, "wait_failed", &st->wait_failed);
-		if (s->bh[i].bh->flags & BH_TRACK_HOLD)
+		if (s->bh[i].tracks_hold)
 			put_json_hist(o, "hold", &st->hold);
 		for (size_t k = 0; k < s->bh[i].n_layer; k++) {
 			const struct bhi_layer_metric *m = &s->bh[i].layer[k];

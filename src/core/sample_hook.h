@@ -46,7 +46,7 @@ static inline _Atomic uint32_t *bhk_busy_word(struct bulkhead *bh)
 	return &bh->slots[t - 1u < bh->nslots ? t - 1u : bh->nslots].in_sink;
 }
 
-static BH_COLD __attribute__((unused)) void bhk_emit_slow(struct bulkhead *bh, unsigned src,
+static BHI_COLD __attribute__((unused)) void bhk_emit_slow(struct bulkhead *bh, unsigned src,
 							 uint64_t ns, int outcome)
 {
 	_Atomic uint32_t *busy = bhk_busy_word(bh);
@@ -63,7 +63,7 @@ static BH_COLD __attribute__((unused)) void bhk_emit_slow(struct bulkhead *bh, u
 /* One automatic sample of ns from source src. */
 static inline void bhk_emit(struct bulkhead *bh, unsigned src, uint64_t ns, int outcome)
 {
-	if (BH_UNLIKELY(bhk_attached(bh)))
+	if (BHI_UNLIKELY(bhk_attached(bh)))
 		bhk_emit_slow(bh, src, ns, outcome);
 }
 

@@ -10,22 +10,9 @@
 #include <stdint.h>
 
 #include "bulkhead.h"
+#include "lib/compiler.h"
 
 #define BHI_SPIN_NS (20 * BH_USEC) /* a head waiter's spin budget */
-#define BH_LIKELY(x) __builtin_expect(!!(x), 1)
-#define BH_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define BH_CACHELINE 64
-/* Slow paths stay out of line so the fast paths keep few registers. */
-#define BH_COLD __attribute__((noinline, cold))
-#if defined(__x86_64__) || defined(__i386__)
-#define bhi_cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define bhi_cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define bhi_cpu_relax() __asm__ __volatile__("" ::: "memory")
-#endif
-#define bh_container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 /*
  * The state word (see docs/design.md):
@@ -102,7 +89,7 @@ extern const struct bhi_sync_ops bhi_futex_shared_ops;
 enum bhi_counter { BHI_ACQUIRED, BHI_RELEASED, BHI_REJECTED, BHI_NCOUNTERS };
 
 struct bhi_slot {
-	_Alignas(BH_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
 	/* This thread's last view of the word: the fast path's CAS guesses
 	 * it instead of loading the word first (a load of the line right
 	 * before a locked RMW on it costs ~3 ns on x86). Only a CAS that
@@ -113,11 +100,11 @@ struct bhi_slot {
 	 * tells a recycled slot's new owner to start afresh. */
 	uint64_t held, hold_start, hold_gen;
 	/* Automatic samples this thread is handing to the bulkhead's sink
-	 * now (src/sample_hook.h); detaching waits for 0. */
+	 * now (src/core/sample_hook.h); detaching waits for 0. */
 	_Atomic uint32_t in_sink;
 };
 
-/* Lock-free recording side of struct bh_hist (see src/hist.c). */
+/* Lock-free recording side of struct bh_hist (see src/core/hist.c). */
 struct bhi_hist {
 	_Atomic uint64_t sum_ns;
 	_Atomic uint64_t buckets[BH_HIST_BUCKETS];
@@ -131,7 +118,7 @@ struct bhk_sink;
 
 struct bulkhead {
 	/* Line 1: what every fast path reads. */
-	_Alignas(BH_CACHELINE) _Atomic uint64_t word;
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t word;
 	uint64_t block_mask; /* word bits that stop a newcomer */
 	uint32_t flags;
 	uint32_t queue_cap;
@@ -145,7 +132,7 @@ struct bulkhead {
 	struct bhs_att *ext;
 
 	/* Line 2: the slow path. */
-	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
+	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
 	struct bh_qlink *head, *tail; /* FIFO queue, under lock */
 	const struct bhi_sync_ops *ops;
 	uint64_t starve_ns;     /* unfair mode: at most one fair handoff per */
@@ -160,7 +147,7 @@ struct bulkhead {
 	char name[BH_NAME_MAX];
 	struct bhi_hist wait, wait_failed;
 	struct bhi_hist *hold; /* BHI_HOLD_SHARDS of them with BH_TRACK_HOLD */
-	struct bhi_layer *layer; /* src/layer.h; NULL for a plain bulkhead */
+	struct bhi_layer *layer; /* src/core/layer.h; NULL for a plain bulkhead */
 
 	struct bhi_slot slots[];
 };
@@ -170,7 +157,7 @@ void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops);
 void bhi_set_spin_ns(bulkhead_t *bh, uint64_t ns);
 void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns);
 uint64_t bhi_word(const bulkhead_t *bh);
-/* bh_stats into the first size bytes of an older layout (src/compat_0_1.c). */
+/* bh_stats into the first size bytes of an older layout (src/core/compat_0_1.c). */
 int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size);
 
 /* Thread index: 0 = none yet, else index + 1. Initial-exec TLS keeps the
@@ -179,7 +166,7 @@ extern __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
 extern __thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
 uint32_t bhi_tindex_assign(void);
 
-BH_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
+BHI_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
 /* A counter summed over every slot (relaxed: statistics). */
 uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c);
 /* bh_try_acquire that does not count a refusal: for a caller (the pool's
@@ -192,7 +179,7 @@ static inline struct bhi_slot *bhi_my_slot(struct bulkhead *bh)
 {
 	uint32_t i = bhi_tindex - 1u;
 
-	return BH_LIKELY(i < bh->nslots) ? &bh->slots[i] : NULL;
+	return BHI_LIKELY(i < bh->nslots) ? &bh->slots[i] : NULL;
 }
 
 /* Sole writer of its slot: relaxed load+store, no RMW. The reader sums

@@ -41,7 +41,7 @@ struct wake_batch {
 
 static inline struct sync_waiter *as_sync(struct bh_qlink *l)
 {
-	return bh_container_of(l, struct sync_waiter, link);
+	return bhi_container_of(l, struct sync_waiter, link);
 }
 
 /* ---- the word --------------------------------------------------------- */
@@ -79,7 +79,7 @@ static inline uint64_t load_word(const struct bulkhead *bh)
 	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_relaxed);
 }
 
-/* A layer's gate (src/layer.h): shut once the coarse clock reaches it. */
+/* A layer's gate (src/core/layer.h): shut once the coarse clock reaches it. */
 static inline bool gate_reached(const struct bulkhead *bh)
 {
 	return bhi_coarse_ns() >= atomic_load_explicit(&((struct bulkhead *)bh)->gate_ns,
@@ -88,7 +88,7 @@ static inline bool gate_reached(const struct bulkhead *bh)
 
 static inline bool gate_shut(const struct bulkhead *bh)
 {
-	return BH_UNLIKELY(bh->flags & BHI_GATED) && gate_reached(bh);
+	return BHI_UNLIKELY(bh->flags & BHI_GATED) && gate_reached(bh);
 }
 
 static inline bool n_valid(uint32_t n)
@@ -155,7 +155,7 @@ static struct bulkhead *alloc_bulkhead(size_t size, bool hold)
 {
 	int saved = errno; /* the library never sets errno, even on ENOMEM */
 	struct bulkhead *bh =
-		aligned_alloc(BH_CACHELINE, (size + BH_CACHELINE - 1) & ~(size_t)(BH_CACHELINE - 1));
+		aligned_alloc(BHI_CACHELINE, (size + BHI_CACHELINE - 1) & ~(size_t)(BHI_CACHELINE - 1));
 
 	if (bh) {
 		memset(bh, 0, size);
@@ -348,7 +348,7 @@ static void finish(struct bulkhead *bh, struct bh_qlink *l, int result, struct w
 		       wb);
 		return;
 	}
-	struct bh_async *a = bh_container_of(l, struct bh_async, link);
+	struct bh_async *a = bhi_container_of(l, struct bh_async, link);
 
 	l->kind = KIND_NONE; /* not queued any more: the callback may free it */
 	if (result == 0)
@@ -518,7 +518,7 @@ static int refusal(uint64_t w, uint32_t n)
 	return -EBUSY;
 }
 
-static BH_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
+static BHI_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
 {
 	int r;
 
@@ -540,7 +540,7 @@ static inline void remember(const struct bulkhead *bh, struct bhi_slot *s, uint6
 			    enum bhi_counter c)
 {
 	atomic_store_explicit(&s->hint, w, memory_order_relaxed);
-	if (BH_LIKELY(!(bh->flags & BH_NO_STATS)))
+	if (BHI_LIKELY(!(bh->flags & BH_NO_STATS)))
 		bhi_slot_add(&s->c[c]);
 }
 
@@ -565,7 +565,7 @@ static struct bhi_slot *hold_slot(struct bulkhead *bh)
 }
 
 /* A thread's holding begins when it goes from no permits to some. */
-static BH_COLD void hold_begin(struct bulkhead *bh, uint32_t n)
+static BHI_COLD void hold_begin(struct bulkhead *bh, uint32_t n)
 {
 	struct bhi_slot *s = hold_slot(bh);
 
@@ -578,7 +578,7 @@ static BH_COLD void hold_begin(struct bulkhead *bh, uint32_t n)
 
 /* ...and ends when it holds none again. A release of more than the thread
  * took (permits acquired on another thread) makes the pair unmeasurable. */
-static BH_COLD void hold_end(struct bulkhead *bh, uint32_t n)
+static BHI_COLD void hold_end(struct bulkhead *bh, uint32_t n)
 {
 	struct bhi_slot *s = hold_slot(bh);
 
@@ -624,7 +624,7 @@ static inline bool take_word(struct bulkhead *bh, uint32_t n)
 	struct bhi_slot *s = bhi_my_slot(bh);
 	uint64_t w;
 
-	if (BH_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
+	if (BHI_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
 		return bhs_take_fast(bh, n);
 	w = first_look(bh, s);
 
@@ -632,11 +632,11 @@ static inline bool take_word(struct bulkhead *bh, uint32_t n)
 		w = load_word(bh);
 	while (may_take(w, n)) {
 		if (cas_word(bh, &w, w - n)) {
-			if (BH_LIKELY(s != NULL))
+			if (BHI_LIKELY(s != NULL))
 				remember(bh, s, w - n, BHI_ACQUIRED);
 			else
 				bhi_count(bh, BHI_ACQUIRED);
-			if (BH_UNLIKELY(bh->flags & BH_TRACK_HOLD))
+			if (BHI_UNLIKELY(bh->flags & BH_TRACK_HOLD))
 				hold_begin(bh, n);
 			return true;
 		}
@@ -653,21 +653,21 @@ static __attribute__((noinline)) bool take_gated(struct bulkhead *bh, uint32_t n
 
 static inline bool take_fast(struct bulkhead *bh, uint32_t n)
 {
-	if (BH_UNLIKELY(bh->flags & BHI_GATED))
+	if (BHI_UNLIKELY(bh->flags & BHI_GATED))
 		return take_gated(bh, n);
 	return take_word(bh, n);
 }
 
 int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 {
-	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
+	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
 	return refuse(bh, load_word(bh), n);
 }
 
 int bhi_try_take(bulkhead_t *bh, uint32_t n)
 {
-	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
+	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
 	return refusal(load_word(bh), n);
 }
@@ -676,18 +676,18 @@ static int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline);
 
 int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
-	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
+	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
 	return acquire_slow(bh, n, deadline_ns);
 }
 
-static BH_COLD int over_release(struct bulkhead *bh)
+static BHI_COLD int over_release(struct bulkhead *bh)
 {
 	atomic_fetch_add_explicit(&bh->over_released, 1, memory_order_relaxed);
 	return -EOVERFLOW;
 }
 
-static BH_COLD int release_slow(struct bulkhead *bh, uint32_t n)
+static BHI_COLD int release_slow(struct bulkhead *bh, uint32_t n)
 {
 	struct wake_batch wb;
 	uint64_t w;
@@ -723,11 +723,11 @@ int bh_release(bulkhead_t *bh, uint32_t n)
 	uint64_t w;
 	bool guess = s != NULL;
 
-	if (BH_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
+	if (BHI_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
 		return bhs_release(bh, n);
 	w = first_look(bh, s);
 
-	if (BH_UNLIKELY(!n_valid(n)))
+	if (BHI_UNLIKELY(!n_valid(n)))
 		return -EINVAL;
 	for (;;) {
 		if (release_needs_lock(w) || !release_fits(w, n)) {
@@ -742,11 +742,11 @@ int bh_release(bulkhead_t *bh, uint32_t n)
 			break;
 		guess = false; /* a failed CAS hands back the real word */
 	}
-	if (BH_LIKELY(s != NULL))
+	if (BHI_LIKELY(s != NULL))
 		remember(bh, s, w + n, BHI_RELEASED);
 	else
 		bhi_count(bh, BHI_RELEASED);
-	if (BH_UNLIKELY(bh->flags & BH_TRACK_HOLD))
+	if (BHI_UNLIKELY(bh->flags & BH_TRACK_HOLD))
 		hold_end(bh, n);
 	return 0;
 }
@@ -905,7 +905,7 @@ static int wait_granted(struct bulkhead *bh, struct sync_waiter *sw, uint64_t de
 	return r;
 }
 
-static BH_COLD int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline)
+static BHI_COLD int acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline)
 {
 	struct sync_waiter sw = { .link = { .n = n, .kind = KIND_SYNC } };
 	struct wake_batch wb;
@@ -951,7 +951,7 @@ int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async
 	node->link.kind = KIND_NONE;
 	node->fn = fn;
 	node->data = data;
-	if (BH_LIKELY(n_valid(n)) && take_fast(bh, n))
+	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
 		return 0;
 	if (bh->ext)
 		return bhs_acquire_async(bh, node, n, fn, data);
@@ -1112,7 +1112,7 @@ int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 	return 0;
 }
 
-/* For bh_stats@LIBBULKHEAD_0.1 (src/compat_0_1.c): growth is append-only,
+/* For bh_stats@LIBBULKHEAD_0.1 (src/core/compat_0_1.c): growth is append-only,
  * so an older layout is a prefix of the current one. */
 int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size)
 {
@@ -1124,7 +1124,7 @@ int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size)
 	return r;
 }
 
-/* ---- layers (src/layer.h) -------------------------------------------------- */
+/* ---- layers (src/core/layer.h) -------------------------------------------------- */
 
 uint64_t bhi_coarse_ns(void)
 {
@@ -1163,4 +1163,14 @@ void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns)
 	lock(bh, &wb);
 	dispatch(bh, &wb); /* waiters queued while it was shut */
 	unlock(bh, &wb);
+}
+
+bool bhi_tracks_hold(const bulkhead_t *bh)
+{
+	return bh->flags & BH_TRACK_HOLD;
+}
+
+bool bhi_is_host(const bulkhead_t *bh)
+{
+	return bh->ext != NULL;
 }

@@ -1,15 +1,17 @@
 /* Private to libbulkhead: what an optional layer built on the core's public
- * API may ask of the core itself. The cluster layer (src/cluster/) is the
- * one user: its handle is an ordinary bulkhead whose admission must also
+ * API may ask of the core itself. The cluster layer (src/cluster/) attaches
+ * to it: its handle is an ordinary bulkhead whose admission must also
  * stop when a lease runs out, even if no thread of the layer has run since
  * (a process resumed after SIGSTOP), and whose bh_destroy must give the
- * lease back.
+ * lease back. The metrics exporter (src/metrics/) reads what a bulkhead
+ * exports through it, never the bulkhead's fields.
  *
  * A plain bulkhead pays one flag test on its acquire fast path; releases
  * pay nothing. */
 #ifndef BH_LAYER_H
 #define BH_LAYER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,5 +51,12 @@ void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns);
  * by about one tick, bhi_coarse_res_ns() (a layer allows for two). */
 uint64_t bhi_coarse_ns(void);
 uint64_t bhi_coarse_res_ns(void);
+
+/* What a bulkhead was made with, for an exporter: whether it records hold
+ * times (BH_TRACK_HOLD, so its hold histogram means something) and whether
+ * it is host-wide (bh_shm_open, so its host-wide counters do). Both are
+ * fixed before the bulkhead is shared. */
+bool bhi_tracks_hold(const bulkhead_t *bh);
+bool bhi_is_host(const bulkhead_t *bh);
 
 #endif /* BH_LAYER_H */

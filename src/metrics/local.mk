@@ -1,7 +1,7 @@
-# Observability: histograms live in the core (src/hist.c); the
+# Observability: histograms live in the core (src/core/hist.c); the
 # exporter, its tests, the /metrics example and the benchmark are here.
 bhinclude_HEADERS += include/bulkhead/metrics.h
-src_libbhcore_la_SOURCES += src/metrics.c
+src_libbhcore_la_SOURCES += src/metrics/metrics.c
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_metrics

@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "pool_internal.h"
-#include "sample_hook.h"
+#include "core/sample_hook.h"
+#include "lib/compiler.h"
 
 /* The pool worker running on this thread, if any. */
 static __thread struct bhp_worker *bhp_self;
@@ -403,7 +404,7 @@ static uint32_t cache_trim_locked(struct bh_pool *p)
 /* With an adaptive controller attached the admission limit moves: cached
  * permits the bulkhead is now over its limit by go back to it, so that the
  * new limit bounds what runs. */
-static BH_COLD void cache_fit_locked(struct bh_pool *p)
+static BHI_COLD void cache_fit_locked(struct bh_pool *p)
 {
 	int64_t over = -w_avail(atomic_load_explicit(&p->adm->word, memory_order_relaxed));
 	uint32_t n;
@@ -420,7 +421,7 @@ static BH_COLD void cache_fit_locked(struct bh_pool *p)
  * -EBUSY (full) or -ESHUTDOWN. */
 static int permit_locked(struct bh_pool *p)
 {
-	if (BH_UNLIKELY(bhk_attached(p->adm)))
+	if (BHI_UNLIKELY(bhk_attached(p->adm)))
 		cache_fit_locked(p);
 	if (cache_take_locked(p))
 		return 0;
@@ -471,10 +472,10 @@ struct ran {
  * run time is its latency sample (0: nobody listens, no clock read). */
 static inline uint64_t sample_start(struct bh_pool *p)
 {
-	return BH_UNLIKELY(bhk_attached(p->adm)) ? p->ops->now(p->ops->ctx) : 0;
+	return BHI_UNLIKELY(bhk_attached(p->adm)) ? p->ops->now(p->ops->ctx) : 0;
 }
 
-static BH_COLD void sample_run(struct bh_pool *p, uint64_t t0)
+static BHI_COLD void sample_run(struct bh_pool *p, uint64_t t0)
 {
 	bhk_emit(p->adm, BHK_POOL, p->ops->now(p->ops->ctx) - t0, BHK_OK);
 }
@@ -486,7 +487,7 @@ static void run_task(struct bh_pool *p, struct bh_task *t, struct ran *r)
 	r->done = t->done;
 	r->call = is_call(t);
 	t->run(t);
-	if (BH_UNLIKELY(t0))
+	if (BHI_UNLIKELY(t0))
 		sample_run(p, t0);
 	point(p, BHP_AFTER_RUN, t);
 }
@@ -693,7 +694,7 @@ static void *worker_main(void *arg)
 		 * that made its room (an idle worker or a queue slot), so whoever
 		 * gets the permit finds the room (docs/pool.md). */
 		cache_put_locked(p);
-		if (BH_UNLIKELY(bhk_attached(p->adm)))
+		if (BHI_UNLIKELY(bhk_attached(p->adm)))
 			cache_fit_locked(p);
 		excess = cache_trim_locked(p);
 		unlock(p);
@@ -788,7 +789,7 @@ static int run_here(struct bh_pool *p, struct bh_task *t)
 	advance(t, T_IDLE, T_RUNNING);
 	t0 = sample_start(p);
 	t->run(t);
-	if (BH_UNLIKELY(t0))
+	if (BHI_UNLIKELY(t0))
 		sample_run(p, t0);
 	if (call)
 		advance(t, T_RUNNING, T_DONE);
@@ -886,7 +887,7 @@ int bh_pool_submit(bh_pool_t *p, struct bh_task *t)
 {
 	int r;
 
-	if (BH_UNLIKELY(!p || !t || !t->run))
+	if (BHI_UNLIKELY(!p || !t || !t->run))
 		return -EINVAL;
 	prepare(p, t, 0);
 	r = accept(p, t);
@@ -1234,8 +1235,8 @@ static struct bh_pool *pool_alloc(uint32_t max)
 	size_t size = sizeof(struct bh_pool) + max * sizeof(struct bhp_worker);
 	struct bh_pool *p;
 
-	size = (size + BH_CACHELINE - 1) & ~(size_t)(BH_CACHELINE - 1);
-	p = aligned_alloc(BH_CACHELINE, size);
+	size = (size + BHI_CACHELINE - 1) & ~(size_t)(BHI_CACHELINE - 1);
+	p = aligned_alloc(BHI_CACHELINE, size);
 	if (p)
 		memset(p, 0, size);
 	return p;

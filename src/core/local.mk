@@ -3,22 +3,23 @@
 # hooks (bhi_*) that drive the slow path deterministically.
 noinst_LTLIBRARIES += src/libbhcore.la
 src_libbhcore_la_SOURCES = \
-	src/bulkhead.c \
-	src/hist.c \
-	src/sync.c \
-	src/tindex.c \
-	src/internal.h \
-	src/layer.h
+	src/core/bulkhead.c \
+	src/core/hist.c \
+	src/core/sync.c \
+	src/core/tindex.c \
+	src/core/internal.h \
+	src/core/layer.h \
+	src/core/sample_hook.h
 src_libbhcore_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS)
 
 lib_LTLIBRARIES += src/libbulkhead.la
-src_libbulkhead_la_SOURCES = src/compat_0_1.c
+src_libbulkhead_la_SOURCES = src/core/compat_0_1.c
 nodist_EXTRA_src_libbulkhead_la_SOURCES = src/dummy.c
 src_libbulkhead_la_LIBADD = src/libbhcore.la
 src_libbulkhead_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(BH_LT_VERSION) -no-undefined
 if HAVE_LD_VERSION_SCRIPT
 src_libbulkhead_la_CPPFLAGS = $(AM_CPPFLAGS) -DBH_LD_VERSION_SCRIPT
-src_libbulkhead_la_LDFLAGS += -Wl,--version-script=$(top_srcdir)/src/libbulkhead.map
+src_libbulkhead_la_LDFLAGS += -Wl,--version-script=$(top_srcdir)/src/core/libbulkhead.map
 endif
-EXTRA_src_libbulkhead_la_DEPENDENCIES = $(top_srcdir)/src/libbulkhead.map
-EXTRA_DIST += src/libbulkhead.map
+EXTRA_src_libbulkhead_la_DEPENDENCIES = $(top_srcdir)/src/core/libbulkhead.map
+EXTRA_DIST += src/core/libbulkhead.map

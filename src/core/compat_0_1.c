@@ -6,7 +6,7 @@
 #if defined(PIC) && defined(BH_LD_VERSION_SCRIPT)
 #include <stddef.h>
 
-#include "../abi/compat/bh_stats_0_1.h" /* struct bh_stats as 0.1 shipped it */
+#include "../../abi/compat/bh_stats_0_1.h" /* struct bh_stats as 0.1 shipped it */
 
 typedef struct bulkhead bulkhead_t;
 

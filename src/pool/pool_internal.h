@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 #include "bulkhead/pool.h"
-#include "internal.h"
+#include "core/internal.h"
+#include "lib/compiler.h"
 
 /*
  * A task's state word (bh_task.priv.state): a phase in the low bits, flags
@@ -80,8 +81,8 @@ extern const struct bhp_ops bhp_real_ops;
 struct bhp_worker {
 	/* Alone on its line: a poller spins on it, and list operations on
 	 * the fields below (under the pool lock) must not fight it. */
-	_Alignas(BH_CACHELINE) _Atomic uint32_t park; /* enum bhp_park */
-	_Alignas(BH_CACHELINE) struct bh_task *task; /* handed over with P_GO (NULL: exit) */
+	_Alignas(BHI_CACHELINE) _Atomic uint32_t park; /* enum bhp_park */
+	_Alignas(BHI_CACHELINE) struct bh_task *task; /* handed over with P_GO (NULL: exit) */
 	struct bhp_worker *next, *prev;      /* pollers, sleepers or spare list */
 	struct bh_pool *pool;
 	pthread_t tid;
@@ -111,7 +112,7 @@ struct bh_pool {
 	_Atomic uint32_t cached_hint;            /* = cached, read before the lock */
 
 	/* Everything below is under lock. */
-	_Alignas(BH_CACHELINE) pthread_mutex_t lock;
+	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
 	struct bh_task *qhead, *qtail; /* FIFO */
 	struct bhp_worker *pollers;    /* idle and polling: handed tasks first */
 	struct bhp_worker *sleepers;   /* idle, LIFO: the warmest first, the coldest time out */

@@ -1,6 +1,6 @@
 # Rules for the pool area: thread-pool bulkheads for blocking clients.
 bhinclude_HEADERS += include/bulkhead/pool.h
-src_libbhcore_la_SOURCES += src/pool.c src/pool_internal.h
+src_libbhcore_la_SOURCES += src/pool/pool.c src/pool/pool_internal.h
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_pool

@@ -1,0 +1,34 @@
+/* Compiler and CPU helpers shared by every layer of libbulkhead. Private:
+ * the prefix is BHI_ (bhi_ for the function-like ones), never the public
+ * BH_, and no protocol lives here. Include it as "lib/compiler.h". */
+#ifndef BHI_COMPILER_H
+#define BHI_COMPILER_H
+
+#include <stddef.h>
+
+/* Branch hints: the fast paths are laid out for the common case. */
+#define BHI_LIKELY(x) __builtin_expect(!!(x), 1)
+#define BHI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* The alignment that keeps independently written fields on separate
+ * lines (64 bytes on x86-64 and on the common arm64 cores). */
+#define BHI_CACHELINE 64
+
+/* Slow paths stay out of line so the fast paths keep few registers. */
+#define BHI_COLD __attribute__((noinline, cold))
+
+/* One spin iteration: tells the core a spin-wait loop is running (pause on
+ * x86, yield on arm64), a compiler barrier elsewhere. */
+#if defined(__x86_64__) || defined(__i386__)
+#define bhi_cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define bhi_cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define bhi_cpu_relax() __asm__ __volatile__("" ::: "memory")
+#endif
+
+/* The structure that embeds the member p points to. */
+#define bhi_container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+#endif /* BHI_COMPILER_H */
