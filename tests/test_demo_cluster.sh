@@ -62,10 +62,11 @@ check $k "cluster bulkhead: the limit is reached" "shared_peak == limit"
 # The SIGKILL: the share moves to the survivors once the lease ran out.
 # The victim renewed at most a renewal (lease / 3) before it died, so its
 # lease ends between 2/3 and 1 lease after the kill; the survivors see it at
-# their next renewal. The parent looks every 100 ms.
+# their next renewal. The parent looks every 100 ms; 0.4 s of slack for a
+# loaded machine (a late look only makes the time longer).
 check $k "an instance holding permits was killed" "shared_killed == 1 && shared_victim_held >= 1"
 check $k "the survivors' shares add up to the limit within a lease and a renewal" \
-	"shared_moved_s >= 0 && shared_moved_s <= $lease * 4 / 3 + 0.2"
+	"shared_moved_s >= 0 && shared_moved_s <= $lease * 4 / 3 + 0.4"
 check $k "not before the victim's lease could have run out" \
 	"shared_moved_s >= $lease * 2 / 3 - 0.15"
 check $k "and stay there" "shared_survivors_share == limit"
