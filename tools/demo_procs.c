@@ -162,7 +162,7 @@ worker_process(const struct procs_scenario *sc, enum procs_mode mode,
 		_exit(1);
 	r = open_bulkhead(sc, mode, cfg, &bh);
 	if (r < 0) {
-		atomic_store(&slot->error, r);
+		atomic_store_explicit(&slot->error, r, memory_order_relaxed);
 		_exit(1);
 	}
 	for (; n < cfg->threads; n++) {
@@ -170,12 +170,12 @@ worker_process(const struct procs_scenario *sc, enum procs_mode mode,
 					  .id = ((uint64_t)i << 40) | ((uint64_t)n << 32),
 					  .call_timeout_ns = sec_to_ns(2 * cfg->fault_latency_s + 5) };
 		if (pthread_create(&th[n].tid, NULL, wthread_main, &th[n]) != 0) {
-			atomic_store(&slot->error, -EAGAIN);
-			atomic_store(&page->stop, 1);
+			atomic_store_explicit(&slot->error, -EAGAIN, memory_order_relaxed);
+			atomic_store_explicit(&page->stop, 1, memory_order_relaxed);
 			break;
 		}
 	}
-	atomic_store(&slot->ready, 1);
+	atomic_store_explicit(&slot->ready, 1, memory_order_relaxed);
 	while (!atomic_load_explicit(&page->stop, memory_order_relaxed)) {
 		if (mode == PM_CLUSTER)
 			atomic_store_explicit(&slot->share, procs_cluster_share(bh),
@@ -216,7 +216,7 @@ static void stop_procs(struct procs_ctx *x)
 {
 	uint64_t end = bh_now_ns() + sec_to_ns(2 * x->cfg->fault_latency_s + 5);
 
-	atomic_store(&x->page->stop, 1);
+	atomic_store_explicit(&x->page->stop, 1, memory_order_relaxed);
 	for (uint32_t i = 0; i < x->cfg->procs; i++) {
 		while (x->pid[i] > 0 && bh_now_ns() < end) {
 			if (waitpid(x->pid[i], NULL, WNOHANG) == x->pid[i])
@@ -250,11 +250,13 @@ static int start_procs(struct procs_ctx *x, enum procs_mode mode)
 	}
 	end = bh_now_ns() + 10 * BH_SEC;
 	for (uint32_t i = 0; i < c->procs; i++) {
-		while (!atomic_load(&x->page->slot[i].ready) && !atomic_load(&x->page->slot[i].error) &&
-		       bh_now_ns() < end)
+		struct procs_slot *sl = &x->page->slot[i];
+
+		while (!atomic_load_explicit(&sl->ready, memory_order_relaxed) &&
+		       !atomic_load_explicit(&sl->error, memory_order_relaxed) && bh_now_ns() < end)
 			nap(5 * BH_MSEC);
-		if (!atomic_load(&x->page->slot[i].ready)) {
-			int e = atomic_load(&x->page->slot[i].error);
+		if (!atomic_load_explicit(&sl->ready, memory_order_relaxed)) {
+			int e = atomic_load_explicit(&sl->error, memory_order_relaxed);
 
 			e = e ? e : -ETIMEDOUT;
 			fprintf(stderr, "%s: %s %u could not open its bulkhead: %s\n", cli_prog,
@@ -331,7 +333,7 @@ static void kill_one(struct procs_ctx *x, struct procs_run *run, uint64_t t0)
 	uint32_t best = 0, most = 0;
 
 	for (uint32_t i = 0; i < run->procs; i++) {
-		uint32_t h = atomic_load(&x->page->slot[i].held);
+		uint32_t h = atomic_load_explicit(&x->page->slot[i].held, memory_order_relaxed);
 
 		if (x->pid[i] > 0 && h > most) {
 			most = h;
@@ -342,7 +344,7 @@ static void kill_one(struct procs_ctx *x, struct procs_run *run, uint64_t t0)
 	reap(x, best, false);
 	/* Its threads are gone with it: held is frozen at what it held. */
 	run->victim = (int)best;
-	run->victim_held = atomic_load(&x->page->slot[best].held);
+	run->victim_held = atomic_load_explicit(&x->page->slot[best].held, memory_order_relaxed);
 	run->kill_s = (double)(bh_now_ns() - t0) / 1e9;
 	if (!x->cfg->quiet)
 		printf("      SIGKILL %s %u at %.2f s, holding %u permit%s\n", x->sc->unit, best + 1,

@@ -33,8 +33,10 @@ enum procs_mode {
 	PM_CLUSTER, /* one cluster bulkhead (bh_cluster_open) */
 };
 
-/* One worker process, written by it (and by the parent once it is dead),
- * read by the parent; in a MAP_SHARED page. */
+/* One worker process, written by it, read by the parent; in a MAP_SHARED
+ * page. Every access is relaxed: each field is a flag or a count read on
+ * its own, and nothing is published through one (a dead process's last
+ * values are read after waitpid). */
 struct procs_slot {
 	_Atomic uint32_t held;  /* permits its threads hold now */
 	_Atomic uint32_t share; /* cluster: permits it may admit now */
