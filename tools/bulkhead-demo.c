@@ -34,6 +34,7 @@
 #include "demo.h"
 #include "sizing.h"
 #include "demo_adaptive.h"
+#include "demo_procs.h"
 #ifdef HAVE_LIBURING
 #include "demo_trap.h"
 #endif
@@ -78,7 +79,8 @@ static const char usage_text[] =
 	"      --kv FILE             also write the summary as key=value lines\n"
 	"  -q, --quiet               no line per second\n"
 	"      --seed N              seed of the order mix and the jitter (default 1)\n"
-	"      --scenario NAME       containment (default), async-trap or adaptive\n"
+	"      --scenario NAME       containment (default), async-trap, adaptive,\n"
+	"                            prefork or cluster\n"
 	"  -h, --help                show this help\n"
 	"\n"
 	"--scenario async-trap: one io_uring event loop calls payment through a\n"
@@ -92,6 +94,22 @@ static const char usage_text[] =
 	"--svg (default bulkhead-demo-async-trap.svg), --kv, --quiet, --seed, and\n"
 	"      --call-deadline TIME  the tracked call's own deadline, a linked\n"
 	"                            timeout (default 7/8 of --pay-timeout; 'none')\n"
+	"\n"
+	"--scenario prefork: worker processes (--procs, default 4, of --threads\n"
+	"threads, default 8) call payment back to back. Run 'local': a bulkhead of\n"
+	"--pay-bulkhead C permits (default 4) in each process; run 'shared': one\n"
+	"host-wide bulkhead of C for all. Payment counts what it serves itself.\n"
+	"Mid-fault the worker holding the most permits is SIGKILLed (--kill-at,\n"
+	"default fault start + half the fastest fault call); the host-wide\n"
+	"bulkhead takes its permits back. About 30 s: --duration 12s, --fault-at\n"
+	"3s, --fault-for 6s, --fault-latency 3s; --svg default\n"
+	"bulkhead-demo-prefork.svg; --only local|shared.\n"
+	"--scenario cluster: the same with 3 instances (--procs) of 16 threads and\n"
+	"a limit of 13: run 'shared' is one cluster bulkhead in the demo's own\n"
+	"redis-server (started on a unix socket, stopped at the end), whose\n"
+	"shares move to the survivors once the killed instance's lease ran out:\n"
+	"      --lease TIME          an instance's lease (default 2s)\n"
+	"--svg default bulkhead-demo-cluster.svg.\n"
 	"\n"
 	"The fault must end within the run and be slower than payment's P99,\n"
 	"--pay-latency x (1 + --jitter).\n"
@@ -113,10 +131,15 @@ enum {
 	OPT_PAY_SHARE = 256, OPT_ACCEPT, OPT_INV_TIMEOUT, OPT_PAY_TIMEOUT, OPT_INV_LAT,
 	OPT_PAY_LAT, OPT_JITTER, OPT_FAULT_LAT, OPT_FAULT_AT, OPT_FAULT_FOR, OPT_SAFETY,
 	OPT_INV_BH, OPT_PAY_BH, OPT_INV_QW, OPT_PAY_QW, OPT_ONLY, OPT_SVG, OPT_KV, OPT_SEED,
-	OPT_SCENARIO, OPT_CALL_DEADLINE, OPT_PAY_CAP, OPT_FAULT_CAP, NOPT_IDS
+	OPT_SCENARIO, OPT_CALL_DEADLINE, OPT_PAY_CAP, OPT_FAULT_CAP, OPT_PROCS, OPT_THREADS,
+	OPT_KILL_AT, OPT_LEASE, NOPT_IDS
 };
 
-enum scenario_id { SC_CONTAINMENT = 1, SC_TRAP = 2, SC_ADAPTIVE = 4 }; /* bits */
+/* Bits, so that a flag may belong to several. */
+enum scenario_id {
+	SC_CONTAINMENT = 1, SC_TRAP = 2, SC_ADAPTIVE = 4, SC_PREFORK = 8, SC_CLUSTER = 16
+};
+#define SC_PROCS (SC_PREFORK | SC_CLUSTER)
 
 /* Flags that set one number of the configuration. */
 enum value_kind { V_NUMBER, V_COUNT, V_MS, V_SECONDS };
@@ -149,6 +172,10 @@ static const struct value_flag {
 	{ OPT_SEED, "seed", FIELD(seed), V_COUNT, 0, UINT32_MAX },
 	{ OPT_PAY_CAP, "pay-capacity", FIELD(capacity), V_COUNT, 1, 10000 },
 	{ OPT_FAULT_CAP, "fault-capacity", FIELD(fault_capacity), V_COUNT, 1, 10000 },
+	{ OPT_PROCS, "procs", FIELD(procs), V_COUNT, 2, PROCS_MAX },
+	{ OPT_THREADS, "threads", FIELD(threads), V_COUNT, 1, PROCS_THREADS_MAX },
+	{ OPT_KILL_AT, "kill-at", FIELD(kill_at_s), V_SECONDS, 0, 3600 },
+	{ OPT_LEASE, "lease", FIELD(lease_s), V_MS, 0.3, 60 },
 };
 
 static const struct option longopts[] = {
@@ -179,6 +206,10 @@ static const struct option longopts[] = {
 	{ "call-deadline", required_argument, NULL, OPT_CALL_DEADLINE },
 	{ "pay-capacity", required_argument, NULL, OPT_PAY_CAP },
 	{ "fault-capacity", required_argument, NULL, OPT_FAULT_CAP },
+	{ "procs", required_argument, NULL, OPT_PROCS },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "kill-at", required_argument, NULL, OPT_KILL_AT },
+	{ "lease", required_argument, NULL, OPT_LEASE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -249,13 +280,16 @@ static const struct {
 	int id;
 	unsigned in;
 } one_scenario_flags[] = {
-	{ OPT_PAY_SHARE, SC_ORDERS },  { 'w', SC_ORDERS },
-	{ OPT_ACCEPT, SC_ORDERS },     { OPT_INV_TIMEOUT, SC_ORDERS },
-	{ OPT_INV_LAT, SC_ORDERS },    { OPT_SAFETY, SC_ORDERS },
-	{ OPT_INV_BH, SC_ORDERS },     { OPT_INV_QW, SC_ORDERS },
-	{ OPT_PAY_QW, SC_ORDERS },     { OPT_CALL_DEADLINE, SC_TRAP },
-	{ OPT_PAY_CAP, SC_ADAPTIVE },  { OPT_FAULT_CAP, SC_ADAPTIVE },
-	{ OPT_FAULT_LAT, SC_CONTAINMENT | SC_TRAP },
+	{ 'r', SC_ORDERS | SC_TRAP },      { OPT_PAY_TIMEOUT, SC_ORDERS | SC_TRAP },
+	{ OPT_PAY_SHARE, SC_ORDERS },        { 'w', SC_ORDERS },
+	{ OPT_ACCEPT, SC_ORDERS },           { OPT_INV_TIMEOUT, SC_ORDERS },
+	{ OPT_INV_LAT, SC_ORDERS },          { OPT_SAFETY, SC_ORDERS },
+	{ OPT_INV_BH, SC_ORDERS },           { OPT_INV_QW, SC_ORDERS },
+	{ OPT_PAY_QW, SC_ORDERS },           { OPT_CALL_DEADLINE, SC_TRAP },
+	{ OPT_PAY_CAP, SC_ADAPTIVE },        { OPT_FAULT_CAP, SC_ADAPTIVE },
+	{ OPT_FAULT_LAT, SC_CONTAINMENT | SC_TRAP | SC_PROCS },
+	{ OPT_PROCS, SC_PROCS },             { OPT_THREADS, SC_PROCS },
+	{ OPT_KILL_AT, SC_PROCS },           { OPT_LEASE, SC_CLUSTER },
 };
 
 static const char *flag_name(int id)
@@ -276,8 +310,10 @@ static void check_flags_apply(const struct cmdline *cl, enum scenario_id sc)
 
 static void parse_only(const char *s, struct demo_config *c, enum scenario_id sc)
 {
-	const char *first = sc == SC_TRAP ? "naive" : sc == SC_ADAPTIVE ? "static" : "without";
-	const char *second = sc == SC_TRAP ? "tracked" : sc == SC_ADAPTIVE ? "adaptive" : "with";
+	const char *first = sc == SC_TRAP ? "naive" : sc == SC_ADAPTIVE ? "static"
+			  : sc & SC_PROCS ? "local" : "without";
+	const char *second = sc == SC_TRAP ? "tracked" : sc == SC_ADAPTIVE ? "adaptive"
+			   : sc & SC_PROCS ? "shared" : "with";
 
 	if (!s)
 		return;
@@ -397,6 +433,50 @@ static void adaptive_defaults(struct demo_config *c, const struct cmdline *cl)
 				"is a capacity drop", c->fault_capacity, c->capacity);
 }
 
+/* prefork's and cluster's own defaults: about 30 s for both runs, the
+ * kill in the fault where no call ends (the calls begun before it ended,
+ * those begun in it are still running), so what the victim holds is
+ * exact. */
+static void procs_defaults(struct demo_config *c, const struct cmdline *cl, enum scenario_id sc)
+{
+	static const struct {
+		int id;
+		size_t field;
+		double v;
+	} d[] = {
+		{ 'd', FIELD(duration_s), 12 },
+		{ OPT_FAULT_AT, FIELD(fault_at_s), 3 },
+		{ OPT_FAULT_FOR, FIELD(fault_for_s), 6 },
+		{ OPT_FAULT_LAT, FIELD(fault_latency_s), 3 },
+		{ OPT_LEASE, FIELD(lease_s), 2 },
+	};
+
+	for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++)
+		if (!cl->given[d[i].id])
+			*(double *)((char *)c + d[i].field) = d[i].v;
+	if (!cl->given[OPT_PROCS])
+		c->procs = sc == SC_CLUSTER ? 3 : 4;
+	if (!cl->given[OPT_THREADS])
+		c->threads = sc == SC_CLUSTER ? 16 : 8;
+	if (!cl->given[OPT_PAY_BH])
+		c->conc[DEP_PAY] = sc == SC_CLUSTER ? 13 : 4;
+	if (!cl->given[OPT_SVG])
+		c->svg_path = sc == SC_CLUSTER ? "bulkhead-demo-cluster.svg"
+					       : "bulkhead-demo-prefork.svg";
+	if (!cl->given[OPT_KILL_AT])
+		c->kill_at_s = c->fault_at_s + c->fault_latency_s * (1 - c->jitter) / 2;
+}
+
+static void check_procs(const struct demo_config *c)
+{
+	if (c->queue_given[DEP_PAY])
+		cli_usage_error("--pay-bulkhead: this scenario takes permits only (C, no +K): "
+				"its threads never queue for a permit");
+	if (c->kill_at_s < c->fault_at_s || c->kill_at_s >= fault_end_s(c))
+		cli_usage_error("--kill-at (%g s) must fall within the fault (%g s to %g s)",
+				c->kill_at_s, c->fault_at_s, fault_end_s(c));
+}
+
 static enum scenario_id scenario_id(const char *name)
 {
 	if (strcmp(name, "containment") == 0)
@@ -405,8 +485,12 @@ static enum scenario_id scenario_id(const char *name)
 		return SC_TRAP;
 	if (strcmp(name, "adaptive") == 0)
 		return SC_ADAPTIVE;
-	cli_usage_error("--scenario: expected 'containment', 'async-trap' or 'adaptive', got '%s'",
-			name);
+	if (strcmp(name, "prefork") == 0)
+		return SC_PREFORK;
+	if (strcmp(name, "cluster") == 0)
+		return SC_CLUSTER;
+	cli_usage_error("--scenario: expected 'containment', 'async-trap', 'adaptive', "
+			"'prefork' or 'cluster', got '%s'", name);
 }
 
 static void read_flags(int argc, char **argv, struct demo_config *c, struct cmdline *cl)
@@ -453,7 +537,11 @@ static const char *parse(int argc, char **argv, struct demo_config *c)
 	}
 	if (sc == SC_ADAPTIVE)
 		adaptive_defaults(c, &cl);
+	if (sc & SC_PROCS)
+		procs_defaults(c, &cl, sc);
 	check_fault(c);
+	if (sc & SC_PROCS)
+		check_procs(c);
 	return cl.scenario;
 }
 
@@ -889,10 +977,28 @@ struct scenario {
 	const char *(*unavailable)(void); /* why it cannot run here, or NULL */
 };
 
+static int run_prefork(struct demo *dm)
+{
+	int r = prefork_scenario(&dm->cfg, dm->out);
+
+	dm->interrupted = r == -EINTR;
+	return r;
+}
+
+static int run_cluster(struct demo *dm)
+{
+	int r = cluster_scenario(&dm->cfg, dm->out);
+
+	dm->interrupted = r == -EINTR;
+	return r;
+}
+
 static const struct scenario scenarios[] = {
 	{ "containment", run_containment, NULL },
 	{ "async-trap", run_async_trap, async_trap_unavailable },
 	{ "adaptive", run_adaptive, NULL },
+	{ "prefork", run_prefork, NULL },
+	{ "cluster", run_cluster, cluster_unavailable },
 };
 
 static const struct scenario *find_scenario(const char *name)

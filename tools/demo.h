@@ -59,14 +59,20 @@ struct demo_config {
 	double queue_wait_s[NDEPS];
 	double call_deadline_s; /* async-trap: the tracked call's own deadline (0: none) */
 	uint32_t capacity, fault_capacity; /* adaptive: payment's calls at a time */
+	/* prefork, cluster (tools/demo_procs.h) */
+	uint32_t procs, threads; /* worker processes, threads in each */
+	double kill_at_s;     /* one process is SIGKILLed then */
+	double lease_s;       /* cluster: the lease of an instance's share */
 	unsigned runs;        /* RUN_WITHOUT | RUN_WITH */
 	const char *svg_path, *kv_path; /* NULL or "": none */
 	uint32_t seed;
 	bool quiet;
 };
 
-#define RUN_WITHOUT 1u /* async-trap: the naive run; adaptive: the static one */
-#define RUN_WITH 2u    /* async-trap: the tracked run; adaptive: the adaptive one */
+#define RUN_WITHOUT 1u /* async-trap: the naive run; adaptive: the static one;
+                        * prefork, cluster: local */
+#define RUN_WITH 2u    /* async-trap: the tracked run; adaptive: the adaptive one;
+                        * prefork, cluster: shared */
 
 /* An output file (--svg, --kv). main opens it before anything starts, so
  * that a path that cannot be written fails at once, not after the run. */

@@ -34,7 +34,9 @@ EXTRA_DIST += tests/test_size.sh
 bin_PROGRAMS += tools/bulkhead-demo
 tools_bulkhead_demo_SOURCES = tools/bulkhead-demo.c tools/demo.h tools/demo_backend.c \
 	tools/demo_service.c tools/demo_report.c tools/demo_svg.c tools/demo_output.c \
-	tools/demo_adaptive.h tools/demo_adaptive.c tools/demo_adaptive_svg.c
+	tools/demo_adaptive.h tools/demo_adaptive.c tools/demo_adaptive_svg.c \
+	tools/demo_procs.h tools/demo_procs.c tools/demo_procs_svg.c tools/demo_prefork.c \
+	tools/demo_cluster.c
 tools_bulkhead_demo_CPPFLAGS = $(AM_CPPFLAGS) $(LIBURING_CFLAGS)
 tools_bulkhead_demo_LDADD = tools/libbhtools.la src/libbulkhead.la
 # The async-trap scenario needs liburing; without it the demo says so.
@@ -55,3 +57,7 @@ EXTRA_DIST += tests/test_demo.sh tests/test_demo_trap.sh tests/demo_sigterm.sh
 # back, and gets more of payment done than the static limit.
 TESTS += tests/test_demo_adaptive.sh
 EXTRA_DIST += tests/test_demo_adaptive.sh
+# The multi-process scenarios: per-process bulkheads against one host-wide
+# bulkhead, and against one cluster bulkhead (skipped without redis-server).
+TESTS += tests/test_demo_prefork.sh tests/test_demo_cluster.sh
+EXTRA_DIST += tests/test_demo_prefork.sh tests/test_demo_cluster.sh tests/demo_procs_lib.sh
