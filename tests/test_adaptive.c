@@ -11,6 +11,7 @@
 
 #include "adaptive/bha.h"
 #include "bulkhead/adaptive.h"
+#include "bulkhead/shm.h"
 #include "pool/pool_internal.h"
 
 #define MS BH_MSEC
@@ -104,6 +105,27 @@ static void one_controller_per_bulkhead(void **state)
 	b = attach(bh, NULL); /* free again */
 	bh_adaptive_detach(b);
 	bh_destroy(bh);
+}
+
+/* A host-wide handle is refused (its word is a stand-in the controller
+ * would misread), not silently mis-adapted. */
+static void host_wide_refused(void **state)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	struct bh_config cfg = { .max_concurrent = 4 };
+	bulkhead_t *bh;
+	bh_adaptive_t *a = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	setenv("BH_SHM_DIR", dir, 1);
+	assert_int_equal(bh_shm_open("adaptive", &cfg, BH_SHM_CREATE, &bh), 0);
+	assert_int_equal(bh_adaptive_attach(bh, NULL, &a), -EOPNOTSUPP);
+	assert_null(a);
+	bh_destroy(bh);
+	assert_int_equal(bh_shm_unlink("adaptive"), 0);
+	assert_int_equal(rmdir(dir), 0);
+	unsetenv("BH_SHM_DIR");
 }
 
 static void reason_names(void **state)
@@ -883,6 +905,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(null_and_bad_arguments),
 		cmocka_unit_test(one_controller_per_bulkhead),
+		cmocka_unit_test(host_wide_refused),
 		cmocka_unit_test(reason_names),
 		cmocka_unit_test(zeroed_config_defaults),
 		cmocka_unit_test(ceiling_follows_start),

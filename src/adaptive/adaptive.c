@@ -9,6 +9,7 @@
 
 #include "bha.h"
 #include "core/internal.h"
+#include "core/layer.h"
 #include "lib/compiler.h"
 #include "pool/pool_internal.h"
 
@@ -635,6 +636,11 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 
 	if (!bh || !out)
 		return -EINVAL;
+	/* A host-wide handle's word is a stand-in and a cluster handle's limit
+	 * is the share the store grants: the target below reads and moves
+	 * neither correctly yet (docs/adaptive.md says what adapting them means). */
+	if (bhi_is_host(bh) || bhi_layer_of(bh))
+		return -EOPNOTSUPP;
 	start_limit = cfg && cfg->initial_limit ? cfg->initial_limit : bh_target_limit(bh);
 	if ((r = bha_create(cfg, &t, start_limit, &a)) < 0)
 		return r;
