@@ -41,7 +41,7 @@ bad "--fault-capacity (9) must be below --pay-capacity (8)" --scenario adaptive 
 	--fault-capacity 9
 bad "--pay-capacity" --scenario adaptive --pay-capacity 0
 bad "--only: expected 'static' or 'adaptive'" --scenario adaptive --only with
-bad "--scenario: expected 'containment', 'async-trap' or 'adaptive'" --scenario adaptiv
+bad "--scenario: expected 'containment', 'async-trap', 'adaptive', 'prefork' or 'cluster'" --scenario adaptiv
 
 "$prog" --scenario adaptive --quiet --pay-latency 50ms --pay-timeout 250ms --pay-share 0.8 \
 	--duration 9 --fault-at 1.5 --fault-for 4 --kv "$tmp/kv" --svg "$tmp/chart.svg" \
