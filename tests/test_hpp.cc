@@ -400,6 +400,15 @@ static void wait_for(const std::atomic<int> &v, int want)
 		std::this_thread::yield();
 }
 
+/* Wait up to 5 s for v to reach want (a failing CHECK follows otherwise). */
+static void settle(const std::atomic<int> &v, int want)
+{
+	auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+
+	while (v.load(std::memory_order_acquire) != want && std::chrono::steady_clock::now() < until)
+		std::this_thread::yield();
+}
+
 static void test_pool_tasks()
 {
 	std::atomic<int> ran{ 0 }, reported{ 0 };
@@ -445,6 +454,8 @@ static void test_pool_tasks()
 		// Invalid: no task.
 		std::unique_ptr<counted_task> none;
 		CHECK(pool.submit(none) == bh::errc::invalid);
+		// The pool reports a task before it deletes it: give it a moment.
+		settle(tasks_alive, 1);
 		CHECK(tasks_alive.load() == 1); // refused, still ours
 	} // the pool joins its thread; refused is deleted
 	CHECK(tasks_alive.load() == 0);

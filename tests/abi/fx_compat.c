@@ -12,7 +12,11 @@ struct fx_stats_now {
 typedef struct fx fx_t;
 int fx_stats(const fx_t *fx, struct fx_stats_now *out);
 
-__attribute__((visibility("default"), symver("fx_stats@FX_1")))
+/* .symver in __asm__, not the symver attribute: clang (the TSan build)
+ * has no such attribute and would export no compat symbol. */
+int fxi_stats_1(const fx_t *fx, struct fx_stats *out);
+__asm__(".symver fxi_stats_1, fx_stats@FX_1");
+__attribute__((visibility("default")))
 int fxi_stats_1(const fx_t *fx, struct fx_stats *out)
 {
 	struct fx_stats_now now;
