@@ -239,8 +239,9 @@ static void put_back(struct wthread *t, uint32_t n)
 	do_release(t, n);
 }
 
-/* Permits handed to us: ours to release (the count moves with them). */
-static void drain_mbox(struct wthread *t)
+/* Permits handed to us: ours to release (the count moves with them).
+ * Returns whether there was any. */
+static bool drain_mbox(struct wthread *t)
 {
 	struct worker *w = t->w;
 	uint32_t n = 0;
@@ -251,6 +252,7 @@ static void drain_mbox(struct wthread *t)
 	pthread_mutex_unlock(&w->mbox_mu);
 	if (n)
 		do_release(t, n);
+	return n != 0;
 }
 
 static void acquired(struct wthread *t, uint32_t n)
@@ -372,11 +374,13 @@ static void *worker_thread(void *arg)
 {
 	struct wthread *t = arg;
 
-	while (!atomic_load(&ext->stop) && !atomic_load(&ext->failed)) {
+	for (;;) {
 		uint32_t n = 1 + below(&t->rng, limit < 3 ? limit : 3);
 		uint32_t op = below(&t->rng, 20);
 
 		drain_mbox(t);
+		if (atomic_load(&ext->stop) || atomic_load(&ext->failed))
+			break;
 		if (op < 8)
 			op_blocking(t, n, false);
 		else if (op < 10)
@@ -387,6 +391,11 @@ static void *worker_thread(void *arg)
 			op_blocking(t, n, false);
 		atomic_fetch_add(&t->r->ops, 1);
 	}
+	/* A sibling may be in a forever wait that only the permits handed over
+	 * can end: whoever leaves last after a hand-over takes none of them
+	 * along (every hand-over is followed by its thread passing here). */
+	while (drain_mbox(t))
+		;
 	return NULL;
 }
 
