@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -107,25 +109,143 @@ static void one_controller_per_bulkhead(void **state)
 	bh_destroy(bh);
 }
 
-/* A host-wide handle is refused (its word is a stand-in the controller
- * would misread), not silently mis-adapted. */
-static void host_wide_refused(void **state)
-{
-	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
-	struct bh_config cfg = { .max_concurrent = 4 };
-	bulkhead_t *bh;
-	bh_adaptive_t *a = NULL;
+/* ---- host-wide bulkheads ------------------------------------------------------------ */
 
-	(void)state;
+static const struct bh_adaptive_config host_cfg = {
+	.algo = BH_ADAPTIVE_AIMD, .min_limit = 2, .max_limit = 100,
+	.sources = BH_ADAPTIVE_SRC_MANUAL,
+};
+
+static bulkhead_t *host_open(char *dir, uint32_t limit, uint32_t flags)
+{
+	struct bh_config cfg = { .max_concurrent = limit, .flags = flags };
+	bulkhead_t *bh;
+
 	assert_non_null(mkdtemp(dir));
 	setenv("BH_SHM_DIR", dir, 1);
 	assert_int_equal(bh_shm_open("adaptive", &cfg, BH_SHM_CREATE, &bh), 0);
-	assert_int_equal(bh_adaptive_attach(bh, NULL, &a), -EOPNOTSUPP);
-	assert_null(a);
+	return bh;
+}
+
+static void host_close(bulkhead_t *bh, char *dir)
+{
 	bh_destroy(bh);
 	assert_int_equal(bh_shm_unlink("adaptive"), 0);
 	assert_int_equal(rmdir(dir), 0);
 	unsetenv("BH_SHM_DIR");
+}
+
+/* One window of drops: AIMD cuts the limit to 0.9 of itself. */
+static void drops(bh_adaptive_t *a)
+{
+	feed(a, 12, 10 * MS, BH_DROPPED, 100 * MS);
+	bha_flush(a);
+}
+
+/* In a child: a controller that is not the role's holder follows the
+ * limit and does not move it. Exit status 0 when it did not. */
+static int child_follows(uint32_t limit)
+{
+	struct bh_adaptive_stats st;
+	bulkhead_t *bh;
+	bh_adaptive_t *b;
+
+	/* its own handle: the inherited one carries the parent's controller
+	 * (as a follower in this process) */
+	if (bh_shm_open("adaptive", NULL, 0, &bh) != 0 ||
+	    bh_adaptive_attach(bh, &host_cfg, &b) != 0)
+		return 2;
+	bha_set_clock(b, fake_clock, NULL);
+	drops(b);
+	bh_adaptive_stats(b, &st);
+	return limit_of(bh) == limit && st.limit == limit ? 0 : 1;
+}
+
+static int wait_child(pid_t pid)
+{
+	int status;
+
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Every process may attach a controller to one host-wide bulkhead; the
+ * first moves the host's limit and the others follow it, until the holder
+ * detaches or dies. */
+static void host_wide_one_mover(void **state)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	bulkhead_t *bh = host_open(dir, 30, 0);
+	bh_adaptive_t *a = attach(bh, &host_cfg);
+	int sync[2];
+	char c = 0;
+	pid_t pid;
+
+	(void)state;
+	if ((pid = fork()) == 0)
+		_exit(child_follows(30));
+	assert_int_equal(wait_child(pid), 0);
+	assert_int_equal(limit_of(bh), 30);
+	drops(a);
+	assert_int_equal(limit_of(bh), 27); /* the holder moves it */
+	bh_adaptive_detach(a);              /* and frees the role */
+
+	assert_int_equal(pipe(sync), 0);
+	if ((pid = fork()) == 0) {
+		bh_adaptive_t *b;
+
+		if (bh_shm_open("adaptive", NULL, 0, &bh) != 0 ||
+		    bh_adaptive_attach(bh, &host_cfg, &b) != 0)
+			_exit(2);
+		bha_set_clock(b, fake_clock, NULL);
+		drops(b);
+		if (write(sync[1], &c, 1) != 1)
+			_exit(3);
+		pause(); /* holds the role until killed */
+		_exit(4);
+	}
+	assert_int_equal(read(sync[0], &c, 1), 1);
+	assert_int_equal(limit_of(bh), 24); /* the child took the free role */
+	a = attach(bh, &host_cfg);
+	drops(a);
+	assert_int_equal(limit_of(bh), 24); /* a live holder: we follow */
+	kill(pid, SIGKILL);
+	assert_int_equal(wait_child(pid), 128);
+	drops(a);
+	assert_int_equal(limit_of(bh), 21); /* the dead holder's role is ours */
+	bh_adaptive_detach(a);
+	close(sync[0]);
+	close(sync[1]);
+	host_close(bh, dir);
+}
+
+/* BH_TRACK_HOLD's hold times on a host-wide bulkhead are samples too. */
+static uint64_t host_hold_samples(uint32_t sources)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	bulkhead_t *bh = host_open(dir, 8, BH_TRACK_HOLD);
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .sources = sources };
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a = attach(bh, &c);
+
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(bh_try_acquire(bh, 2), 0);
+		usleep(200); /* above the controller's shortest round trip */
+		assert_int_equal(bh_release(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0); /* the hold ends here */
+	}
+	bha_flush(a);
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	bh_adaptive_detach(a);
+	host_close(bh, dir);
+	return st.ok;
+}
+
+static void host_wide_hold_samples(void **state)
+{
+	(void)state;
+	assert_int_equal(host_hold_samples(0), 5);
+	assert_int_equal(host_hold_samples(BH_ADAPTIVE_SRC_MANUAL), 0);
 }
 
 static void reason_names(void **state)
@@ -905,7 +1025,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(null_and_bad_arguments),
 		cmocka_unit_test(one_controller_per_bulkhead),
-		cmocka_unit_test(host_wide_refused),
+		cmocka_unit_test(host_wide_one_mover),
+		cmocka_unit_test(host_wide_hold_samples),
 		cmocka_unit_test(reason_names),
 		cmocka_unit_test(zeroed_config_defaults),
 		cmocka_unit_test(ceiling_follows_start),

@@ -12,6 +12,7 @@
 #include "core/layer.h"
 #include "lib/compiler.h"
 #include "pool/pool_internal.h"
+#include "shm/role.h"
 
 #define NEVER UINT64_MAX
 #define BATCH 16 /* a shard adds to the shared count this many at a time */
@@ -155,8 +156,17 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 /* Move the limit; only the closer (or attach, before anyone samples) does. */
 static bool apply(bh_adaptive_t *a, const struct bha_verdict *v)
 {
-	if (v->limit == a->limit || a->tgt.set_limit(a->tgt.ctx, v->limit) != 0)
+	int r;
+
+	if (v->limit == a->limit)
 		return false;
+	if ((r = a->tgt.set_limit(a->tgt.ctx, v->limit)) != 0) {
+		if (r == -EAGAIN) { /* another process's controller moves it: follow */
+			a->limit = a->tgt.limit(a->tgt.ctx);
+			bha_algo_follow(&a->algo, a->limit);
+		}
+		return false;
+	}
 	a->limit = v->limit;
 	return true;
 }
@@ -605,6 +615,40 @@ static int bh_target_set(void *ctx, uint32_t limit)
 	return bh_set_limit(ctx, limit);
 }
 
+/* A host-wide bulkhead: the host's gauges, and the limit moved only by the
+ * process holding the controller role (src/shm/role.h); -EAGAIN tells
+ * apply() that another process's controller moves it. */
+static uint32_t host_target_limit(void *ctx)
+{
+	struct bh_gauges g;
+
+	bh_gauges(ctx, &g);
+	return (uint32_t)g.limit;
+}
+
+static uint32_t host_target_in_flight(void *ctx)
+{
+	struct bh_gauges g;
+
+	bh_gauges(ctx, &g);
+	return (uint32_t)g.in_flight;
+}
+
+static int host_target_set(void *ctx, uint32_t limit)
+{
+	int r = bhs_role_take(ctx);
+
+	return r ? r : bh_set_limit(ctx, limit);
+}
+
+static struct bha_target target_of(bulkhead_t *bh)
+{
+	if (bhi_is_host(bh))
+		return (struct bha_target){ host_target_set, host_target_limit,
+					    host_target_in_flight, bh };
+	return (struct bha_target){ bh_target_set, bh_target_limit, bh_target_in_flight, bh };
+}
+
 static void sink_fn(struct bhk_sink *k, uint64_t ns, int outcome)
 {
 	bh_adaptive_sample(bhi_container_of(k, struct bh_adaptive, sink), ns,
@@ -620,7 +664,7 @@ static uint32_t sources(const struct bh_adaptive_config *cfg, const struct bulkh
 	if (s & BH_ADAPTIVE_SRC_MANUAL)
 		return 0;
 	if (s == 0)
-		s = ((bh->flags & BH_TRACK_HOLD) ? BH_ADAPTIVE_SRC_HOLD : 0) |
+		s = (bhi_tracks_hold(bh) ? BH_ADAPTIVE_SRC_HOLD : 0) |
 		    BH_ADAPTIVE_SRC_URING | BH_ADAPTIVE_SRC_POOL;
 	return (s & BH_ADAPTIVE_SRC_HOLD ? BHK_HOLD : 0) |
 	       (s & BH_ADAPTIVE_SRC_URING ? BHK_URING : 0) | (s & BH_ADAPTIVE_SRC_POOL ? BHK_POOL : 0);
@@ -629,33 +673,41 @@ static uint32_t sources(const struct bh_adaptive_config *cfg, const struct bulkh
 int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 		       bh_adaptive_t **out)
 {
-	struct bha_target t = { bh_target_set, bh_target_limit, bh_target_in_flight, bh };
+	struct bha_target t;
 	bh_adaptive_t *a;
 	uint32_t start_limit;
 	int r;
 
 	if (!bh || !out)
 		return -EINVAL;
-	/* A host-wide handle's word is a stand-in and a cluster handle's limit
-	 * is the share the store grants: the target below reads and moves
-	 * neither correctly yet (docs/adaptive.md says what adapting them means). */
-	if (bhi_is_host(bh) || bhi_layer_of(bh))
+	/* A cluster handle's limit is the share the store grants: moving it
+	 * would fight the store (docs/adaptive.md says what adapting it means). */
+	if (bhi_layer_of(bh))
 		return -EOPNOTSUPP;
-	start_limit = cfg && cfg->initial_limit ? cfg->initial_limit : bh_target_limit(bh);
-	if ((r = bha_create(cfg, &t, start_limit, &a)) < 0)
+	t = target_of(bh);
+	/* Host-wide: the first controller on the host moves the limit, the
+	 * others follow it until the role is free (role.h). */
+	if (bhi_is_host(bh) && (r = bhs_role_take(bh)) < 0 && r != -EAGAIN)
 		return r;
+	start_limit = cfg && cfg->initial_limit ? cfg->initial_limit : t.limit(bh);
+	if ((r = bha_create(cfg, &t, start_limit, &a)) < 0)
+		goto fail;
 	a->sink.fn = sink_fn;
 	a->sink.sources = sources(cfg, bh);
 	a->owner = bh;
 	a->name = bh_name(bh);
-	a->limit = bh_target_limit(bh);
+	a->limit = t.limit(bh);
 	if ((r = bhk_attach(bh, &a->sink)) < 0) {
 		bha_destroy(a);
-		return r;
+		goto fail;
 	}
 	bha_start(a);
 	*out = a;
 	return 0;
+fail:
+	if (bhi_is_host(bh))
+		bhs_role_drop(bh);
+	return r;
 }
 
 /* A pool's admission bulkhead counts running and queued tasks; the pool
@@ -696,5 +748,7 @@ void bh_adaptive_detach(bh_adaptive_t *a)
 	if (a->owner)
 		bhk_detach(a->owner); /* no automatic sample is inside a any more */
 	become_closer(a); /* and never let go: no window closes any more */
+	if (a->owner && bhi_is_host(a->owner))
+		bhs_role_drop(a->owner); /* another process's controller may move it now */
 	bha_destroy(a);
 }

@@ -678,3 +678,30 @@ void bha_algo_window(struct bha_algo *g, const struct bha_window *w, uint64_t no
 		break;
 	}
 }
+
+/* Another process's controller set the limit (the follower of a host-wide
+ * bulkhead, src/shm/role.h): go on from it as if this algorithm had chosen
+ * it, with no cut or probe of its own pending. */
+void bha_algo_follow(struct bha_algo *g, uint32_t limit)
+{
+	switch (g->kind) {
+	case BH_ADAPTIVE_AIMD:
+		g->u.aimd.limit = limit;
+		break;
+	case BH_ADAPTIVE_VEGAS:
+		g->u.vegas.est = limit;
+		break;
+	case BH_ADAPTIVE_GRADIENT2:
+		g->u.g2.est = limit;
+		break;
+	case BH_ADAPTIVE_ENVOY:
+		g->u.envoy.limit = limit;
+		break;
+	default:
+		g->u.own.limit = limit;
+		g->u.own.in_probe = false;
+		g->u.own.check = false;
+		g->u.own.dcheck = false;
+		break;
+	}
+}

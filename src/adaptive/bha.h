@@ -114,6 +114,8 @@ void bha_algo_init(struct bha_algo *g, const struct bh_adaptive_config *cfg, uin
 /* One closed window in, the next limit and window out. */
 void bha_algo_window(struct bha_algo *g, const struct bha_window *w, uint64_t now,
 		     struct bha_verdict *v);
+/* Continue from a limit another process's controller set. */
+void bha_algo_follow(struct bha_algo *g, uint32_t limit);
 /* Defaults of a config field left 0, per algorithm. */
 uint32_t bha_default_min(enum bh_adaptive_algo a);
 uint32_t bha_default_max(enum bh_adaptive_algo a, uint32_t start);

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/sample_hook.h"
 #include "seg.h"
 #include "shm/dispatch.h"
 
@@ -137,23 +138,25 @@ void bhs_hold_begin(struct bhs_att *a, uint32_t n)
 	h->held += n;
 }
 
-void bhs_hold_end(struct bhs_att *a, uint32_t n)
+bool bhs_hold_end(struct bhs_att *a, uint32_t n, uint64_t *ns)
 {
 	struct bhs_hold *h = hold_slot(a);
 
 	if (!h)
-		return;
+		return false;
 	if (n > h->held) {
 		h->held = 0;
 		h->start = 0;
-		return;
+		return false;
 	}
 	h->held -= n;
 	if (h->held == 0 && h->start) {
-		bhi_hist_add(&a->seg->hold[bhi_tindex % BHS_HOLDS],
-			     a->ops->now(a->ops->ctx) - h->start);
+		*ns = a->ops->now(a->ops->ctx) - h->start;
+		bhi_hist_add(&a->seg->hold[bhi_tindex % BHS_HOLDS], *ns);
 		h->start = 0;
+		return true;
 	}
+	return false;
 }
 
 void bhs_record_hold(struct bulkhead *bh, uint64_t ns)
@@ -431,6 +434,15 @@ int bhs_acquire(struct bulkhead *bh, uint32_t n, uint64_t deadline_ns)
 	return bhs_acquire_slow(att_of(bh), n, deadline_ns);
 }
 
+/* A hold that ended is also an adaptive sample, if a controller listens. */
+static BHI_COLD void hold_ended(struct bulkhead *bh, struct bhs_att *a, uint32_t n)
+{
+	uint64_t ns;
+
+	if (bhs_hold_end(a, n, &ns))
+		bhk_emit(bh, BHK_HOLD, ns, BHK_OK);
+}
+
 int bhs_release(struct bulkhead *bh, uint32_t n)
 {
 	struct bhs_att *a = att_of(bh);
@@ -442,6 +454,6 @@ int bhs_release(struct bulkhead *bh, uint32_t n)
 	else
 		r = bhs_release_slow(a, n);
 	if (r == 0 && BHI_UNLIKELY(a->flags & BH_TRACK_HOLD))
-		bhs_hold_end(a, n);
+		hold_ended(bh, a, n);
 	return r;
 }

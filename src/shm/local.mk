@@ -9,6 +9,8 @@ SHM_SOURCES = \
 	src/shm/async.c \
 	src/shm/lock.c \
 	src/shm/reclaim.c \
+	src/shm/role.c \
+	src/shm/role.h \
 	src/shm/seg.h \
 	src/shm/hooks.h \
 	src/shm/dispatch.h

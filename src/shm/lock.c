@@ -77,7 +77,7 @@ bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx)
 /* The owner a lock word names is gone when its slot changed hands (another
  * generation), or it is not alive. A word naming this process is damage:
  * our threads take the lock one at a time (a->hmu), and we are that one. */
-static bool owner_gone(struct bhs_att *a, uint32_t v)
+bool bhs_owner_gone(struct bhs_att *a, uint32_t v)
 {
 	uint32_t idx = (v & 0xffffu) - 1u;
 	uint32_t gen = (v >> 16) & 0x7fffu;
@@ -112,7 +112,7 @@ static bool lock_slow(struct bhs_att *a)
 			continue;
 		lock_wait(word, v | LOCK_WAITERS);
 		v = atomic_load_explicit(word, memory_order_relaxed);
-		if (v != 0 && owner_gone(a, v & ~LOCK_WAITERS) &&
+		if (v != 0 && bhs_owner_gone(a, v & ~LOCK_WAITERS) &&
 		    atomic_compare_exchange_strong_explicit(word, &v, a->lockval | LOCK_WAITERS,
 							    memory_order_acquire,
 							    memory_order_relaxed))

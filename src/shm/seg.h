@@ -143,6 +143,9 @@ struct bhs_seg {
 	_Atomic uint64_t starve_ns, fair_after_ns, last_grant_ns;
 	_Atomic uint32_t short_holds;
 	_Atomic uint32_t nattached; /* live processes */
+	/* The process whose adaptive controller moves the limit (role.c): 0,
+	 * or its lock value (slot + 1, generation), which a death voids. */
+	_Atomic uint32_t role;
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t scan_ns; /* last liveness scan */
 	_Atomic uint64_t timed_out, cancelled, over_released, reclaimed, deaths;
 	_Atomic uint64_t rebuilds, rebuild_waits; /* waits: gave up, a window stayed open */
@@ -325,6 +328,8 @@ void bhs_point(enum bhs_point p);
 
 /* lock.c */
 void bhs_lock(struct bhs_att *a);
+/* Whether lock or role word v names a process that is gone (not us). */
+bool bhs_owner_gone(struct bhs_att *a, uint32_t v);
 void bhs_unlock(struct bhs_att *a);
 bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx);
 
@@ -340,7 +345,8 @@ void bhs_wait_thaw(struct bhs_att *a);
 bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t expect,
 		  uint32_t final, bool locked);
 void bhs_hold_begin(struct bhs_att *a, uint32_t n);
-void bhs_hold_end(struct bhs_att *a, uint32_t n);
+/* True when the thread's hold ended: *ns is its length. */
+bool bhs_hold_end(struct bhs_att *a, uint32_t n, uint64_t *ns);
 
 /* queue.c */
 int bhs_try_slow(struct bhs_att *a, uint32_t n);
