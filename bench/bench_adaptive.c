@@ -27,6 +27,7 @@
 #include "adaptive/bha.h"
 #include "adaptive_scenarios.h"
 #include "bulkhead/adaptive.h"
+#include "machine.h"
 
 /* ---- the mutex sampler ----------------------------------------------------------- */
 
@@ -249,6 +250,7 @@ int main(int argc, char **argv)
 			rounds = (unsigned)atoi(argv[i + 1]);
 	}
 	rounds = rounds < 1 ? 1 : rounds > 15 ? 15 : rounds;
+	bench_print_machine(stdout);
 	if (!strcmp(argv[1], "cost"))
 		return cost(seconds, rounds);
 	if (!strcmp(argv[1], "quality"))

@@ -29,6 +29,7 @@
 #include "bulkhead.h"
 #include "bulkhead/cluster.h"
 #include "redis_harness.h"
+#include "machine.h"
 
 static struct redis_srv srv;
 static int reps = 7;
@@ -457,6 +458,7 @@ int main(int argc, char **argv)
 			return c == 'h' ? 0 : 2;
 		}
 	}
+	bench_print_machine(stdout);
 	if ((c = redis_start(&srv, false)) != 0) {
 		printf("%s\n", c == 77 ? "skip: redis-server is not installed"
 				       : "could not start redis-server");

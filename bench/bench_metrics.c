@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "bulkhead.h"
+#include "machine.h"
 
 enum { OFF, ON, HOLD, N_MODES };
 static const char *mode_name[N_MODES] = { "stats off (BH_NO_STATS)", "stats on (default)",
@@ -61,6 +62,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s [-q] [-r reps] [-i iters]\n", argv[0]);
 		return 2;
 	}
+	bench_print_machine(stdout);
 	for (int r = 0; r < reps; r++)
 		for (int m = 0; m < N_MODES; m++)
 			s[m][r] = pair_ns(mode_flags[m], iters);

@@ -34,6 +34,7 @@
 
 #include "bulkhead/pool.h"
 #include "pool/pool_internal.h" /* bhp_set_spin_ns, for the no-polling variant */
+#include "machine.h"
 
 static unsigned opt_threads = 2, opt_submitters = 1, opt_queue = 1024, opt_rounds = 5;
 static unsigned opt_iters = 20000, opt_tasks = 400000;
@@ -420,6 +421,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	bench_print_machine(stdout);
 	printf("bench_pool: %u pool threads, %u submitters, queue %u, %u rounds (median), "
 	       "%u latency samples, %u tasks\n",
 	       opt_threads, opt_submitters, opt_queue, opt_rounds, opt_iters, opt_tasks);

@@ -30,6 +30,7 @@
 
 #include "bulkhead.h"
 #include "bulkhead/shm.h"
+#include "machine.h"
 
 enum impl { I_SHM, I_LOCAL, I_SEM, I_SYSV, I_COUNT };
 
@@ -354,6 +355,7 @@ int main(int argc, char **argv)
 	reps = reps < 1 ? 1 : reps > 32 ? 32 : reps;
 	if (!getenv("BH_SHM_DIR") && mkdtemp(dir))
 		setenv("BH_SHM_DIR", dir, 1);
+	bench_print_machine(stdout);
 	calibrate();
 	for (int r = 0; r < reps; r++) {
 		for (int k = 0; k < I_COUNT; k++)
