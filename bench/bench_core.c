@@ -621,7 +621,10 @@ int main(int argc, char **argv)
 				memcpy(rs, ho[k][j][q], sizeof(double) * (size_t)reps);
 				m[q] = median(rs, reps);
 			}
-			printf(" %8.0f/%-8.0f", m[0], m[1]);
+			char cell[40];
+
+			snprintf(cell, sizeof(cell), "%.0f/%.0f", m[0], m[1]);
+			printf(" %17s", cell);
 		}
 		printf("\n");
 	}
@@ -634,9 +637,12 @@ int main(int argc, char **argv)
 				rs[i] = ratio_or0(ho[0][j][q][i], ho[1][j][q][i]);
 			m[q] = median(rs, reps);
 		}
-		printf("   %6.2fx/%-6.2fx", m[0], m[1]);
+		char cell[40];
+
+		snprintf(cell, sizeof(cell), "%.2fx/%.2fx", m[0], m[1]);
+		printf(" %17s", cell);
 	}
-	printf("   (>1: BH_FAIR hands off sooner)\n");
+	printf("  (>1: BH_FAIR hands off sooner)\n");
 
 	printf("\ntargets: pair <= sem_t: %s; pair <= 1.15x 2 bare CAS: %s; unfair >= sem_t: %s;"
 	       " fair >= 1.5x FIFO condvar at 8thr/1p: %s\n",

@@ -5,3 +5,13 @@ noinst_PROGRAMS += bench/bench_core
 bench_bench_core_SOURCES = bench/bench_core.c bench/machine.h
 bench_bench_core_CFLAGS = $(AM_CFLAGS) -O2
 bench_bench_core_LDADD = src/libbulkhead.la
+
+# `make bench`: every figure of the README's performance table, in its shape,
+# headed by the CPU it was measured on (bench/run-all.sh); `make bench-quick`:
+# the same in seconds, a smoke run whose numbers are noise.
+EXTRA_DIST += bench/run-all.sh
+bench: all
+	$(SHELL) $(srcdir)/bench/run-all.sh $(abs_builddir)
+bench-quick: all
+	$(SHELL) $(srcdir)/bench/run-all.sh --quick $(abs_builddir)
+.PHONY: bench bench-quick
