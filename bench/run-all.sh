@@ -1,24 +1,32 @@
 #!/bin/sh
-# run-all.sh [--quick] [BUILD_DIR]: run the benchmarks behind the README's
+# run-all.sh [--quick] [--all] [BUILD_DIR]: run the benchmarks behind the README's
 # performance table, one after the other, and print that table (Markdown,
 # in the README's shape) headed by the machine it was measured on, so the
 # README's table is this command's output. `make bench` runs it on the
 # build tree it is called in; `make bench-quick` runs it with --quick.
 #
 #   --quick    each benchmark's short form: a smoke run that every figure
-#              still comes out, in seconds; its numbers are noise
+#              still comes out, in seconds; its numbers are noise. Implies
+#              --all, so that every benchmark is run
+#   --all      then the benchmarks outside the table too (bench_shm,
+#              bench_cluster, bench_adaptive cost), their output as it is
 #   BUILD_DIR  where the benchmarks were built (default: build, beside
 #              this script's directory)
 #
 # Each benchmark's own output is kept in a temporary directory, named at the
-# end. A benchmark, not a test: it exits 0 whatever the figures are, and
-# non-zero only when a benchmark could not be run at all.
+# end. A benchmark, not a test: it exits 0 whatever the figures are; 1 when
+# a benchmark crashed or refused its arguments (so the quick form is a smoke
+# run of every benchmark); one that exits 77 (io_uring missing) is left out.
 set -e
-quick=
-case "$1" in
---quick) quick=1; shift ;;
--h|--help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
-esac
+quick= all=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) quick=1 all=1; shift ;;
+	--all) all=1; shift ;;
+	-h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	*) break ;;
+	esac
+done
 top=$(cd "$(dirname "$0")/.." && pwd)
 b=${1:-$top/build}
 [ -x "$b/bench/bench_core" ] || { echo "no $b/bench/bench_core: build first (./scripts/build.sh build)" >&2; exit 2; }
@@ -27,8 +35,11 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/bh-bench.XXXXXX")
 if [ -n "$quick" ]; then
 	core_args=--quick metrics_args=-q uring_args=--quick
 	pool_args="-r 1 -i 2000 -n 40000"
+	shm_args="--reps 1 --ms 50 --iters 200000" cluster_args=--quick
+	adaptive_args="cost --seconds 0.05 --rounds 1"
 else
-	core_args= metrics_args= uring_args= pool_args=
+	core_args= metrics_args= uring_args= pool_args= shm_args= cluster_args=
+	adaptive_args=cost
 fi
 
 # run NAME ARGS...: one benchmark, its output to $out/NAME.out; a missing
@@ -42,11 +53,16 @@ run() {
 		return 0
 	fi
 	echo "== $b/bench/$name $*" >&2
-	"$b/bench/$name" "$@" >"$out/$name.out" 2>"$out/$name.err" || {
-		echo "$name: exit $? ($(tail -n 1 "$out/$name.err"))" >&2
-		: >"$out/$name.out"
-	}
+	rc=0
+	"$b/bench/$name" "$@" >"$out/$name.out" 2>"$out/$name.err" || rc=$?
+	case $rc in
+	0) ;;
+	77) echo "$name: not run here ($(tail -n 1 "$out/$name.err"))" >&2 ;;
+	*) echo "$name: exit $rc ($(tail -n 1 "$out/$name.err"))" >&2; failed="$failed $name" ;;
+	esac
+	[ "$rc" = 0 ] || : >"$out/$name.out"
 }
+failed=
 
 # shellcheck disable=SC2086 # the argument lists are meant to split
 {
@@ -152,4 +168,20 @@ END {
 		printf "| `./build/bench/bench_uring` | tracked pipe write+read of %s bytes, per op | %s | raw liburing (a %.0f ns operation) |\n", bytes, share, ioraw
 }' "$out/bench_uring.out"
 echo
+if [ -n "$all" ]; then
+	# shellcheck disable=SC2086
+	{
+		run bench_shm $shm_args
+		run bench_cluster $cluster_args
+		run bench_adaptive $adaptive_args
+	}
+	for name in bench_shm bench_cluster bench_adaptive; do
+		echo
+		echo "\`./build/bench/$name\`:"
+		echo
+		sed -e '/^machine: /d' -e 's/^/    /' "$out/$name.out"
+	done
+fi
+echo
 echo "Each benchmark's own output: $out"
+[ -z "$failed" ] || { echo "failed:$failed" >&2; exit 1; }
