@@ -35,7 +35,7 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/bh-bench.XXXXXX")
 if [ -n "$quick" ]; then
 	core_args=--quick metrics_args=-q uring_args=--quick
 	pool_args="-r 1 -i 2000 -n 40000"
-	shm_args="--reps 1 --ms 50 --iters 200000" cluster_args=--quick
+	shm_args=--quick cluster_args=--quick
 	adaptive_args="cost --seconds 0.05 --rounds 1"
 else
 	core_args= metrics_args= uring_args= pool_args= shm_args= cluster_args=
