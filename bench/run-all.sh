@@ -122,7 +122,7 @@ END {
 		n = j == 1 ? 2 : j == 2 ? 4 : 8
 		split(hfa[j], a, "/"); split(hfifo[j], f, "/"); split(hr[j], r, "/")
 		sub(/x$/, "", r[1]); sub(/x$/, "", r[2])
-		printf "| `BH_FAIR` handoff, %d threads / 1 permit, p50 / p99 | %s / %s ns | FIFO mutex+condvar %s / %s ns | %s×, %s× sooner |\n", n, a[1], a[2], f[1], f[2], r[1], r[2]
+		printf "| `BH_FAIR` handoff, %d threads / 1 permit, p50 / p99 | %s / %s ns | FIFO mutex+condvar %s / %s ns | the FIFO condvar takes %s×, %s× as long |\n", n, a[1], a[2], f[1], f[2], r[1], r[2]
 	}
 }' "$out/bench_core.out"
 echo
