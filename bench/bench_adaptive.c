@@ -27,6 +27,7 @@
 #include "adaptive/bha.h"
 #include "adaptive_scenarios.h"
 #include "bulkhead/adaptive.h"
+#include "machine.h"
 
 /* ---- the mutex sampler ----------------------------------------------------------- */
 
@@ -187,16 +188,18 @@ static int cost(double seconds, unsigned rounds)
 	       rounds, iters);
 	printf("%8s %16s %16s %8s\n", "threads", "lock-free M/s", "mutex M/s", "ratio");
 	for (unsigned k = 0; k < 3; k++) {
-		double lf[16], mx[16];
+		double lf[16], mx[16], rr[16];
 
 		for (unsigned i = 0; i < rounds; i++) { /* interleaved: same noise for both */
 			lf[i] = timed(threads[k], true, iters);
 			mx[i] = timed(threads[k], false, iters);
+			rr[i] = lf[i] / mx[i]; /* the ratio: the median of the per-round ones */
 		}
 		qsort(lf, rounds, sizeof(double), cmp_d);
 		qsort(mx, rounds, sizeof(double), cmp_d);
+		qsort(rr, rounds, sizeof(double), cmp_d);
 		printf("%8u %16.1f %16.1f %7.2fx\n", threads[k], lf[rounds / 2] / 1e6,
-		       mx[rounds / 2] / 1e6, lf[rounds / 2] / mx[rounds / 2]);
+		       mx[rounds / 2] / 1e6, rr[rounds / 2]);
 	}
 	return 0;
 }
@@ -249,6 +252,7 @@ int main(int argc, char **argv)
 			rounds = (unsigned)atoi(argv[i + 1]);
 	}
 	rounds = rounds < 1 ? 1 : rounds > 15 ? 15 : rounds;
+	bench_print_machine(stdout);
 	if (!strcmp(argv[1], "cost"))
 		return cost(seconds, rounds);
 	if (!strcmp(argv[1], "quality"))

@@ -12,10 +12,10 @@
  *
  * libbulkhead runs twice: as shipped, and with its idle-worker polling off
  * (to show what polling buys). Rounds interleave the contenders so that
- * drift hits all alike; medians, then the ratios. Waits yield rather than
- * spin, so a busy-waiting benchmark thread never keeps a woken worker off
- * its CPU. A benchmark, not a test: it never fails; on shared machines read
- * the ratios, not the absolutes.
+ * drift hits all alike; medians, and each ratio the median of the per-round
+ * ratios. Waits yield rather than spin, so a busy-waiting benchmark thread
+ * never keeps a woken worker off its CPU. A benchmark, not a test: it
+ * never fails; on shared machines read the ratios, not the absolutes.
  *
  *   bench_pool [-t threads] [-s submitters] [-q queue] [-r rounds]
  *              [-i latency samples] [-n tasks] [-m hsct] [-k mask]
@@ -34,6 +34,7 @@
 
 #include "bulkhead/pool.h"
 #include "pool/pool_internal.h" /* bhp_set_spin_ns, for the no-polling variant */
+#include "machine.h"
 
 static unsigned opt_threads = 2, opt_submitters = 1, opt_queue = 1024, opt_rounds = 5;
 static unsigned opt_iters = 20000, opt_tasks = 400000;
@@ -420,6 +421,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	bench_print_machine(stdout);
 	printf("bench_pool: %u pool threads, %u submitters, queue %u, %u rounds (median), "
 	       "%u latency samples, %u tasks\n",
 	       opt_threads, opt_submitters, opt_queue, opt_rounds, opt_iters, opt_tasks);
@@ -449,6 +451,16 @@ int main(int argc, char **argv)
 						    : 1;
 		}
 	}
+	/* ratio[k][m]: the median of the per-round ratios to the mutex+condvar
+	 * pool (>1: libbulkhead better), taken before the sorts below */
+	double ratio[I_COUNT][M_COUNT], v[64];
+	for (int k = I_BH; k < I_COUNT; k++)
+		for (int m = 0; m < M_COUNT; m++) {
+			for (unsigned r = 0; r < opt_rounds; r++)
+				v[r] = m == M_TPUT ? res[k][m][r] / res[I_MC][m][r]
+						   : res[I_MC][m][r] / res[k][m][r];
+			ratio[k][m] = median(v, opt_rounds);
+		}
 	for (int k = 0; k < I_COUNT; k++)
 		for (int m = 0; m < M_COUNT; m++)
 			med[k][m] = median(res[k][m], opt_rounds);
@@ -462,8 +474,7 @@ int main(int argc, char **argv)
 	for (int k = I_BH; k < I_COUNT; k++)
 		printf("  %-24s handoff p50 x%.2f  slept p50 x%.2f  call p50 x%.2f  call p99 x%.2f  "
 		       "tput x%.2f\n",
-		       impl_name[k], med[I_MC][M_HO50] / med[k][M_HO50],
-		       med[I_MC][M_HS50] / med[k][M_HS50], med[I_MC][M_CALL50] / med[k][M_CALL50],
-		       med[I_MC][M_CALL99] / med[k][M_CALL99], med[k][M_TPUT] / med[I_MC][M_TPUT]);
+		       impl_name[k], ratio[k][M_HO50], ratio[k][M_HS50], ratio[k][M_CALL50],
+		       ratio[k][M_CALL99], ratio[k][M_TPUT]);
 	return 0;
 }

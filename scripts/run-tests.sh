@@ -5,6 +5,7 @@
 #   build/       gcc -Werror
 #   build-tsan/  clang -fsanitize=thread
 #   build-asan/  gcc -fsanitize=address,undefined
+# In build/, every benchmark once in its quick form (`make bench-quick`).
 # Then, in build/, the protocol model (`make model`, spin) and each fuzz
 # harness for a fixed time (`make fuzz`, libFuzzer: BH_FUZZ_SECONDS, 60 here
 # for the core and 30 for each command line).
@@ -112,8 +113,22 @@ fuzz() {
 	grep -E '^fuzz: ' "$top/$1/fuzz.out"
 }
 
+# Every benchmark once, in its quick form (bench/run-all.sh --quick): each
+# still runs and prints every figure of the README's table. A smoke run: its
+# numbers, taken on a loaded machine, mean nothing.
+bench_quick() {
+	echo "== $1: benchmarks, quick"
+	if ! make -C "$top/$1" bench-quick >"$top/$1/bench.out" 2>&1; then
+		tail -n 40 "$top/$1/bench.out"
+		echo "== $1: benchmarks FAILED"
+		exit 1
+	fi
+	grep -E '^machine: |^Measured on ' "$top/$1/bench.out" | head -n 1
+}
+
 check build
 installed
+bench_quick build
 stress build
 model build
 fuzz build
