@@ -13,8 +13,8 @@
 #   BUILD_DIR  where the benchmarks were built (default: build, beside
 #              this script's directory)
 #
-# Each benchmark's own output is kept in a temporary directory, named at the
-# end. A benchmark, not a test: it exits 0 whatever the figures are; 1 when
+# Each benchmark's own output is kept in BH_BENCH_OUT when that is set (a
+# directory), else thrown away at the end. A benchmark, not a test: it exits 0 whatever the figures are; 1 when
 # a benchmark crashed or refused its arguments (so the quick form is a smoke
 # run of every benchmark); one that exits 77 (io_uring missing) is left out.
 set -e
@@ -30,7 +30,15 @@ done
 top=$(cd "$(dirname "$0")/.." && pwd)
 b=${1:-$top/build}
 [ -x "$b/bench/bench_core" ] || { echo "no $b/bench/bench_core: build first (./scripts/build.sh build)" >&2; exit 2; }
-out=$(mktemp -d "${TMPDIR:-/tmp}/bh-bench.XXXXXX")
+# Each benchmark's own output goes to $BH_BENCH_OUT when set (kept), else
+# to a temporary directory removed at exit.
+if [ -n "$BH_BENCH_OUT" ]; then
+	out=$BH_BENCH_OUT
+	mkdir -p "$out"
+else
+	out=$(mktemp -d "${TMPDIR:-/tmp}/bh-bench.XXXXXX")
+	trap 'rm -rf "$out"' EXIT
+fi
 
 if [ -n "$quick" ]; then
 	core_args=--quick metrics_args=-q uring_args=--quick
@@ -182,6 +190,5 @@ if [ -n "$all" ]; then
 		sed -e '/^machine: /d' -e 's/^/    /' "$out/$name.out"
 	done
 fi
-echo
-echo "Each benchmark's own output: $out"
+[ -z "$BH_BENCH_OUT" ] || { echo; echo "Each benchmark's own output: $out"; }
 [ -z "$failed" ] || { echo "failed:$failed" >&2; exit 1; }
