@@ -73,3 +73,9 @@ tests_test_adaptive_cxx_CXXFLAGS = -Wall -Wextra -Werror $(BH_SAN_FLAGS)
 tests_test_adaptive_cxx_LDADD = src/libbulkhead.la
 TESTS += tests/test_adaptive_cxx
 endif
+
+# Controllers detached and attached under callers that sample by hand and
+# by their holds (stress/stress_adaptive.c).
+STRESS_PROGS += stress/stress_adaptive
+stress_stress_adaptive_SOURCES = stress/stress_adaptive.c
+stress_stress_adaptive_LDADD = src/libbhcore.la
