@@ -7,6 +7,7 @@
 
 #include "testutil.h"
 #include "redis_harness.h"
+#include "bulkhead/adaptive.h"
 #include "bulkhead/cluster.h"
 #include "bulkhead/metrics.h"
 #include "endpoint.h"
@@ -181,6 +182,46 @@ static void test_local_cap_and_name(void **state)
 	assert_string_equal(bh_name(bh), "pay-local");
 	assert_int_equal(cstats(bh).share, 3);
 	assert_int_equal(cstats(bh).want, 3);
+	bh_destroy(bh);
+}
+
+/* An adaptive controller on a cluster handle moves the cap on this
+ * instance's share: a cut applies at once, the next renewal asks the store
+ * for no more, and the global limit stays. */
+static void test_adaptive_moves_the_share_cap(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 10);
+	struct bh_adaptive_config ac = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 2,
+					 .max_limit = 10, .sources = BH_ADAPTIVE_SRC_MANUAL,
+					 .window_ns = BH_MSEC };
+	struct bh_adaptive_stats as;
+	uint64_t end = bh_now_ns() + 2 * BH_SEC, renewals;
+	bulkhead_t *bh;
+	bh_adaptive_t *a;
+
+	(void)state;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(cstats(bh).share, 10);
+	assert_int_equal(bh_adaptive_attach(bh, &ac, &a), 0);
+	do { /* drops: AIMD cuts 10 to 9 when a window closes */
+		assert_true(bh_now_ns() < end);
+		bh_adaptive_sample(a, 2 * BH_MSEC, BH_DROPPED);
+		usleep(200);
+		bh_adaptive_stats(a, &as);
+	} while (as.limit == 10);
+	assert_int_equal(as.limit, 9);
+	assert_int_equal(stats_of(bh).limit, 9); /* at once */
+	assert_int_equal(cstats(bh).share, 9);
+	renewals = cstats(bh).renewals;
+	while (cstats(bh).renewals < renewals + 2) { /* the driver thread renews */
+		assert_true(bh_now_ns() < end + 3 * BH_SEC);
+		usleep(10 * 1000);
+	}
+	assert_true(cstats(bh).want <= 9);
+	assert_int_equal(cstats(bh).share, 9);
+	assert_int_equal(cstats(bh).global_limit, 10);
+	bh_adaptive_detach(a);
 	bh_destroy(bh);
 }
 
@@ -859,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_endpoint_parse),
 		cmocka_unit_test(test_single_instance_gets_the_limit),
 		cmocka_unit_test(test_local_cap_and_name),
+		cmocka_unit_test(test_adaptive_moves_the_share_cap),
 		cmocka_unit_test(test_learning_period_on_a_new_store),
 		cmocka_unit_test(test_share_zero_then_destroy_gives_back),
 		cmocka_unit_test(test_open_rejects_bad_config),

@@ -43,8 +43,9 @@
  * KINDS OF BULKHEAD. Process-local bulkheads, pools and io_uring trackers;
  * host-wide ones (bh_shm_open), where each process may attach a controller
  * to its own handle, the first one moves the host's limit and the others
- * follow it until the mover detaches or dies. Cluster bulkheads are refused
- * (-EOPNOTSUPP): their limit is the store's share.
+ * follow it until the mover detaches or dies; cluster bulkheads
+ * (bh_cluster_open), where it moves the cap on this instance's share and
+ * the global limit stays.
  *
  * THE APP-LIMITED GUARD uses the in-flight count read at sample time (the
  * peak over the window): a limit grows only when at least half of it was

@@ -641,8 +641,24 @@ static int host_target_set(void *ctx, uint32_t limit)
 	return r ? r : bh_set_limit(ctx, limit);
 }
 
+/* A layer's handle (a cluster bulkhead's: the cap on its share). */
+static int layer_target_set(void *ctx, uint32_t limit)
+{
+	struct bhi_layer *l = bhi_layer_of(ctx);
+
+	return l->adapt_set(l, limit);
+}
+
+static uint32_t layer_target_limit(void *ctx)
+{
+	return bhi_layer_of(ctx)->adapt_limit(bhi_layer_of(ctx));
+}
+
 static struct bha_target target_of(bulkhead_t *bh)
 {
+	if (bhi_layer_of(bh))
+		return (struct bha_target){ layer_target_set, layer_target_limit,
+					    bh_target_in_flight, bh };
 	if (bhi_is_host(bh))
 		return (struct bha_target){ host_target_set, host_target_limit,
 					    host_target_in_flight, bh };
@@ -680,9 +696,9 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 
 	if (!bh || !out)
 		return -EINVAL;
-	/* A cluster handle's limit is the share the store grants: moving it
-	 * would fight the store (docs/adaptive.md says what adapting it means). */
-	if (bhi_layer_of(bh))
+	/* A layer's handle whose layer has no target of its own: its limit is
+	 * the layer's to move, not ours. */
+	if (bhi_layer_of(bh) && !bhi_layer_of(bh)->adapt_set)
 		return -EOPNOTSUPP;
 	t = target_of(bh);
 	/* Host-wide: the first controller on the host moves the limit, the

@@ -585,6 +585,8 @@ static void layer_destroy(struct bhi_layer *l)
 }
 
 static size_t layer_metrics(const struct bhi_layer *l, struct bhi_layer_metric *m);
+static int layer_adapt_set(struct bhi_layer *l, uint32_t cap);
+static uint32_t layer_adapt_limit(const struct bhi_layer *l);
 
 static struct bhc *cluster_of(const bulkhead_t *bh)
 {
@@ -652,6 +654,8 @@ static struct bhc *alloc_cluster(void)
 	c->epfd = c->tfd = c->evfd = c->sock = -1;
 	c->layer.destroy = layer_destroy;
 	c->layer.metrics = layer_metrics;
+	c->layer.adapt_set = layer_adapt_set;
+	c->layer.adapt_limit = layer_adapt_limit;
 	random_id(c->id);
 	return c;
 }
@@ -852,4 +856,41 @@ int bh_cluster_set_global_limit(bulkhead_t *bh, uint32_t global_limit)
 	}
 	errno = saved;
 	return r;
+}
+
+/* ---- the adaptive controller's target (src/adaptive/) -------------------------------- */
+
+/* What a controller adapts on a cluster handle: the cap on this instance's
+ * share. The instance never asks the store for more, nor admits more; the
+ * global limit stays the configured one and the store shares it among the
+ * instances. A lower cap applies at once (in flight above it drains); the
+ * next renewal reports it, so the store can give the rest to others. The
+ * fallback limit, chosen by the user for when there is no store, stays. */
+static int layer_adapt_set(struct bhi_layer *l, uint32_t cap)
+{
+	struct bhc *c = (struct bhc *)l;
+
+	if (cap == 0 || cap > BH_LIMIT_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&c->drive);
+	c->cap = cap;
+	if (!c->in_fallback && c->applied > cap)
+		allow(c, cap, gate_for(c, c->lease_end));
+	pthread_mutex_unlock(&c->drive);
+	return 0;
+}
+
+/* The limit in force for the controller: the cap, or the share when the
+ * store grants less. */
+static uint32_t layer_adapt_limit(const struct bhi_layer *l)
+{
+	struct bhc *c = (struct bhc *)l;
+	struct bh_gauges g;
+	uint32_t cap;
+
+	pthread_mutex_lock(&c->drive);
+	cap = c->cap;
+	pthread_mutex_unlock(&c->drive);
+	bh_gauges(c->bh, &g);
+	return g.limit < cap ? (uint32_t)g.limit : cap;
 }

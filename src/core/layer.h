@@ -31,6 +31,11 @@ struct bhi_layer {
 	void (*destroy)(struct bhi_layer *l);
 	/* Fill up to BHI_LAYER_METRICS_MAX entries; return how many. */
 	size_t (*metrics)(const struct bhi_layer *l, struct bhi_layer_metric *m);
+	/* What an adaptive controller (src/adaptive/) moves on this handle
+	 * instead of the core's limit, and reads back; NULL: the controller
+	 * refuses the handle. */
+	int (*adapt_set)(struct bhi_layer *l, uint32_t limit);
+	uint32_t (*adapt_limit)(const struct bhi_layer *l);
 };
 
 /* Attach l to bh before bh is shared. From then on every admission (the
