@@ -255,8 +255,9 @@ static inline struct bhp_worker *idle_pick(struct bh_pool *p)
  * worker whose keep-alive expires, or a poller that stops, sees either P_GO
  * or itself still listed. The exchange says whether the worker sleeps, i.e.
  * needs a wake. acq_rel: the release pairs with park()'s acquire load of
- * P_GO (it publishes w->task); the acquire pairs with park()'s acq_rel CAS
- * to P_SLEEP, so a worker seen asleep is woken after its CAS. */
+ * P_GO (it publishes w->task); the acquire half pairs with park()'s CAS to
+ * P_SLEEP, though the submitter reads nothing of the worker's after it
+ * (the wake needs only the value). */
 static inline bool hand_off(struct bh_pool *p, struct bhp_worker *w, struct bh_task *t)
 {
 	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL)
