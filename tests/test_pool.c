@@ -12,6 +12,7 @@
 
 #include "testutil.h"
 #include "pool/pool_internal.h"
+#include "sizing.h" /* tools/: the sizing the tools print */
 
 /* ---- a virtual clock and scripted waits ------------------------------------ */
 
@@ -1818,6 +1819,41 @@ static void test_sizing(void **state)
 	assert_int_equal(bh_pool_size(&load, &s), -ERANGE);
 }
 
+/* bulkhead-size and bulkhead-demo size with the tools' bhz_* functions:
+ * they must give the library's answer, also where the rounding of noise
+ * above a whole number decides (4000.000001 threads is 4001, not 4000). */
+static void test_sizing_matches_tools(void **state)
+{
+	static const struct {
+		double qps, safety;
+		uint64_t p99_ns;
+	} cases[] = {
+		{ 50, 1.3, 200 * BH_MSEC },        { 160, 1.3, 30 * BH_MSEC },
+		{ 10, 1.5, BH_SEC },               { 1, 1.3, BH_MSEC },
+		{ 4000000.001, 1.0, BH_MSEC },     { 3000.0000001, 1.0, BH_SEC },
+		{ 2000, 1.0, BH_MSEC + 1 },        { 1e6, 1.3, 3 * BH_MSEC },
+		{ 333.3, 2.0, 7 * BH_MSEC },       { 4096, 1.0, BH_SEC },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct bh_pool_load load = { .peak_qps = cases[i].qps, .p99_ns = cases[i].p99_ns,
+					     .safety = cases[i].safety };
+		double p99_s = (double)cases[i].p99_ns / (double)BH_SEC;
+		struct bh_pool_sizing s;
+
+		assert_int_equal(bh_pool_size(&load, &s), 0);
+		assert_int_equal(s.max_threads, bhz_round_up(bhz_concurrency_raw(cases[i].qps, p99_s,
+										    cases[i].safety)));
+		assert_int_equal(s.queue_capacity, bhz_queue_rule(s.max_threads));
+	}
+	struct bh_pool_load odd = { .peak_qps = 4000000.001, .p99_ns = BH_MSEC, .safety = 1.0 };
+	struct bh_pool_sizing s;
+
+	assert_int_equal(bh_pool_size(&odd, &s), 0);
+	assert_int_equal(s.max_threads, 4001);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1860,6 +1896,7 @@ int main(void)
 		cmocka_unit_test(test_thread_creation_fails),
 		cmocka_unit_test(test_thread_names),
 		cmocka_unit_test(test_sizing),
+		cmocka_unit_test(test_sizing_matches_tools),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */

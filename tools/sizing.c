@@ -2,21 +2,19 @@
 #include <errno.h>
 #include <math.h>
 
+#include "lib/sizing.h"
 #include "sizing.h"
 
+/* The library's own rule (bh_pool_size), so the tools and the library
+ * never size differently. */
 double bhz_concurrency_raw(double qps, double p99_s, double safety)
 {
-	return qps * p99_s * safety;
+	return bhi_little_concurrency(qps, p99_s, safety);
 }
 
 uint32_t bhz_round_up(double x)
 {
-	/* 50 x 0.2 x 1.3 is 13.000000000000002 in binary floating point. */
-	double r = ceil(x - fabs(x) * 1e-9);
-
-	if (!(r >= 1.0))
-		return 1;
-	return r >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)r;
+	return bhi_size_round_up(x);
 }
 
 uint32_t bhz_queue_rule(uint32_t concurrency)

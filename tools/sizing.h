@@ -17,7 +17,8 @@
 double bhz_concurrency_raw(double qps, double p99_s, double safety);
 
 /* Round a size up, forgiving the last bits of floating-point noise, so that
- * 50 x 0.2 x 1.3 gives 13 and not 14. At least 1. */
+ * 50 x 0.2 x 1.3 gives 13 and not 14: up to 1e-9 above a whole number is
+ * that number, as in bh_pool_size (both use lib/sizing.h). At least 1. */
 uint32_t bhz_round_up(double x);
 
 /* The rule of thumb for the queue: twice max_concurrent. */

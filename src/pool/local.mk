@@ -1,12 +1,15 @@
 # Rules for the pool area: thread-pool bulkheads for blocking clients.
 bhinclude_HEADERS += include/bulkhead/pool.h
-src_libbhcore_la_SOURCES += src/pool/pool.c src/pool/pool_internal.h
+src_libbhcore_la_SOURCES += src/pool/pool.c src/pool/pool_internal.h \
+	src/pool/submit.c src/pool/task.h src/pool/worker.c
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_pool
 tests_test_pool_SOURCES = tests/test_pool.c tests/testutil.h
+tests_test_pool_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tools
 tests_test_pool_CFLAGS = $(TEST_CFLAGS)
-tests_test_pool_LDADD = $(TEST_LIBS)
+# the tools' sizing functions, checked against bh_pool_size
+tests_test_pool_LDADD = tools/libbhtools.la $(TEST_LIBS)
 TESTS += tests/test_pool
 endif
 

@@ -1,6 +1,16 @@
 /* Private to libbulkhead's thread pools: the pool object, the task states
  * and the hooks that tests and the stress suite use to drive the waits and
- * the clock. docs/pool.md explains the protocol. */
+ * the clock, and what the pool's files share. docs/pool.md explains the
+ * protocol. The files, one protocol each:
+ *   task.h    the task's state word: every read and write of it, and so
+ *             every rule of exactly-once reporting;
+ *   worker.c  the workers: parking, hand-off, pollers, keep-alive;
+ *   submit.c  submission and calls: the permit cache, placement, the four
+ *             policies, the caller's wait;
+ *   pool.c    create, shutdown, destroy, stats, name, sizing.
+ * What two of them run on a fast path is here, static inline, so that the
+ * split costs no call: the lists, the hand-off's submitter side, the
+ * permit cache. */
 #ifndef BH_POOL_INTERNAL_H
 #define BH_POOL_INTERNAL_H
 
@@ -11,6 +21,7 @@
 
 #include "bulkhead/pool.h"
 #include "core/internal.h"
+#include "core/sample_hook.h"
 #include "lib/compiler.h"
 
 /*
@@ -129,5 +140,182 @@ struct bh_pool {
 /* Create with other ops (tests); bh_pool_create uses bhp_real_ops. */
 int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_pool_t **out);
 void bhp_set_spin_ns(bh_pool_t *pool, uint64_t ns);
+
+/* ---- between the pool's files -------------------------------------------- */
+
+/* worker.c */
+int bhp_start_worker_locked(struct bh_pool *p, struct bh_task *t);
+void bhp_dismiss_idle_locked(struct bh_pool *p);
+void bhp_join_exited(struct bh_pool *p);
+bool bhp_on_own_thread(const struct bh_pool *p);
+/* submit.c */
+BHI_COLD void bhp_cache_fit_locked(struct bh_pool *p);
+/* pool.c: a run time to the controller listening (sample_start) */
+BHI_COLD void bhp_sample_run(struct bh_pool *p, uint64_t t0);
+
+static inline void pool_lock(struct bh_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+}
+
+static inline void pool_unlock(struct bh_pool *p)
+{
+	pthread_mutex_unlock(&p->lock);
+}
+
+static inline void pool_point(const struct bh_pool *p, enum bhp_point where, struct bh_task *t)
+{
+	if (p->ops->point)
+		p->ops->point(p->ops->ctx, where, t);
+}
+
+static inline uint64_t pool_now(const struct bh_pool *p)
+{
+	return p->ops->now(p->ops->ctx);
+}
+
+static inline uint64_t deadline_after(uint64_t now, uint64_t ns)
+{
+	return ns >= BH_FOREVER - now ? BH_FOREVER : now + ns;
+}
+
+/* When an adaptive controller listens to the admission bulkhead, a task's
+ * run time is its latency sample (0: nobody listens, no clock read). */
+static inline uint64_t sample_start(struct bh_pool *p)
+{
+	return BHI_UNLIKELY(bhk_attached(p->adm)) ? pool_now(p) : 0;
+}
+
+
+/* ---- the task queue and the worker lists (under the pool lock) ----------- */
+
+static inline void tq_append(struct bh_pool *p, struct bh_task *t)
+{
+	t->priv.next = NULL;
+	t->priv.prev = p->qtail;
+	if (p->qtail)
+		p->qtail->priv.next = t;
+	else
+		p->qhead = t;
+	p->qtail = t;
+	p->queued++;
+}
+
+static inline void tq_remove(struct bh_pool *p, struct bh_task *t)
+{
+	if (t->priv.prev)
+		t->priv.prev->priv.next = t->priv.next;
+	else
+		p->qhead = t->priv.next;
+	if (t->priv.next)
+		t->priv.next->priv.prev = t->priv.prev;
+	else
+		p->qtail = t->priv.prev;
+	t->priv.next = t->priv.prev = NULL;
+	p->queued--;
+}
+
+static inline void wlist_push(struct bhp_worker **head, struct bhp_worker *w)
+{
+	w->prev = NULL;
+	w->next = *head;
+	if (*head)
+		(*head)->prev = w;
+	*head = w;
+}
+
+static inline void wlist_remove(struct bhp_worker **head, struct bhp_worker *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		*head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	w->next = w->prev = NULL;
+}
+
+/* ---- the hand-off, the submitter's side (park() in worker.c is the other) -- */
+
+/* A poller stops polling (it goes to sleep, or takes a task). */
+static inline void unpoll(struct bh_pool *p, struct bhp_worker *w)
+{
+	wlist_remove(&p->pollers, w);
+	p->npollers--;
+}
+
+/* A polling worker takes a task without a syscall on either side; else the
+ * most recently idle sleeper, whose cache is warm (the coldest time out). */
+static inline struct bhp_worker *idle_pick(struct bh_pool *p)
+{
+	return p->pollers ? p->pollers : p->sleepers;
+}
+
+/* Take w off its list and give it t (NULL: leave). Under the lock, so a
+ * worker whose keep-alive expires, or a poller that stops, sees either P_GO
+ * or itself still listed. The exchange says whether the worker sleeps, i.e.
+ * needs a wake. acq_rel: the release pairs with park()'s acquire load of
+ * P_GO (it publishes w->task); the acquire half pairs with park()'s CAS to
+ * P_SLEEP, though the submitter reads nothing of the worker's after it
+ * (the wake needs only the value). */
+static inline bool hand_off(struct bh_pool *p, struct bhp_worker *w, struct bh_task *t)
+{
+	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL)
+		unpoll(p, w);
+	else
+		wlist_remove(&p->sleepers, w);
+	w->idle = false;
+	w->task = t;
+	return atomic_exchange_explicit(&w->park, P_GO, memory_order_acq_rel) == P_SLEEP;
+}
+
+/* ---- the permit cache (under the pool lock) ------------------------------ */
+
+/*
+ * Every admitted task holds one of the admission bulkhead's permits. Taking
+ * and returning one per task would cost a cross-core cache-line transfer of
+ * the bulkhead's word on each side (a quarter of the tiny-task throughput,
+ * measured), so the pool keeps the permits of finished tasks in a small
+ * cache under its lock, which the submitter and the worker hold anyway:
+ * a worker puts its permit there in the critical section that makes room
+ * (worker.c), a submitter takes one from there in the critical section that
+ * places its task (submit.c). The bulkhead still bounds every permit, cached
+ * or held; it counts at most CACHE_MAX more than the pool holds, and the
+ * pool's own counters stay exact. A full bulkhead with an empty cache
+ * refuses without the lock. cached_hint mirrors cached for that look
+ * before the lock (relaxed: a hint; the lock settles it).
+ */
+#define CACHE_MAX 32
+
+static inline void cache_set_locked(struct bh_pool *p, uint32_t n)
+{
+	p->cached = n;
+	atomic_store_explicit(&p->cached_hint, n, memory_order_relaxed);
+}
+
+static inline void cache_put_locked(struct bh_pool *p)
+{
+	cache_set_locked(p, p->cached + 1);
+}
+
+static inline bool cache_take_locked(struct bh_pool *p)
+{
+	if (!p->cached)
+		return false;
+	cache_set_locked(p, p->cached - 1);
+	return true;
+}
+
+/* Permits above CACHE_MAX go back to the bulkhead (after the unlock). */
+static inline uint32_t cache_trim_locked(struct bh_pool *p)
+{
+	uint32_t n = 0;
+
+	if (p->cached > CACHE_MAX) {
+		n = p->cached - CACHE_MAX / 2;
+		cache_set_locked(p, p->cached - n);
+	}
+	return n;
+}
 
 #endif /* BH_POOL_INTERNAL_H */
