@@ -235,6 +235,7 @@ const struct bhf_seed bhf_seeds[] = {
 	SEED("bad-name", "\x03\x00\x00\x68\x00\x41"),
 	SEED("bad-word", "\x03\x00\x00\xc7\x00\xff"),
 	SEED("bad-lock", "\x03\x00\x00\x00\x01\x09"),
+	SEED("frozen-word", "\x03\x00\x00\xc7\x00\x10"), /* hung a try once */
 	SEED("damaged-body", "\x03\x00\x00\x00\x81\xff\x00\x85\x01\x40\x88\xff"),
 	SEED("raw-magic", "\x00" "bulkSHM1"),
 	SEED("raw-empty", "\x00"),
