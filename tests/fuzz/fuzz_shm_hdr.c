@@ -1,9 +1,10 @@
 /* A fuzz harness for the host-wide bulkhead's segment validation
  * (bh_shm_open attaching to a file it did not create).
  *
- * Once, in a private BH_SHM_DIR (a temporary directory, removed at exit), a
- * real segment of a small geometry is created and its bytes kept as the
- * template. Each input then writes a file at the segment's name and
+ * Once, in a private BH_SHM_DIR (a directory under TMPDIR, removed at exit;
+ * libFuzzer's own exits skip that, so tests/fuzz/run.sh points TMPDIR into
+ * the fuzz build), a real segment of a small geometry is created and its
+ * bytes kept as the template. Each input then writes a file at the segment's name and
  * attaches to it. bh_shm_open must return 0 or a negative errno, never
  * crash, never touch memory outside the mapping (ASan) and never take a
  * SIGBUS (a file shorter than its header says is refused before it is
