@@ -1136,11 +1136,7 @@ init
 	assert(lib_timed_out == seen_timeouts && lib_cancelled == seen_cancels)
 
 	/*
-	 * HOST-WIDE RECOVERY (not modelled yet). The shared-memory bulkhead
-	 * does not exist; when it does, its processes go here: each may die
-	 * at any step (a process that simply stops), and a recovery step
-	 * rebuilds the word from the live ledgers. The properties above then
-	 * hold with "held" counting only live ledgers, plus: recovery never
-	 * returns a dead process's permits twice, and never a live one's.
+	 * The host-wide bulkhead's recovery (processes that die at any
+	 * step, reclaim, rebuild, lock takeover) is model/shm.pml.
 	 */
 }

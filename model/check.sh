@@ -1,5 +1,7 @@
 #!/bin/sh
-# Model-check the core protocol (model/bulkhead.pml) with Spin.
+# Model-check the core protocol (model/bulkhead.pml) and the host-wide
+# bulkhead's recovery protocol (model/shm.pml, the runs named shm-*) with
+# Spin.
 #
 #   model/check.sh [-j JOBS] [-o OUTDIR] [NAME...]
 #
@@ -83,6 +85,21 @@ mutant-woken-mark-stays        fail safety -DCFG_basic -DFAIR=0 -DMUTANT_woken_m
 live-mutant-release-no-wake    fail live   -DCFG_basic -DFAIR=1 -DMUTANT_release_no_wake
 live-mutant-woken-mark-stays   fail live   -DCFG_basic -DFAIR=0 -DMUTANT_woken_mark_stays
 live-mutant-head-leave-no-dispatch fail live -DCFG_leave -DFAIR=1 -DMUTANT_head_leave_no_dispatch
+shm-2proc-1permit-2rounds pass safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2
+shm-3proc-1permit     pass safety -DNPROC=3 -DLIMIT=1
+shm-3proc-2permits    pass safety -DNPROC=3 -DLIMIT=2
+shm-reach-rebuild     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_rebuild
+shm-reach-takeover    fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_takeover
+shm-reach-dead_grant  fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_dead_grant
+shm-reach-reclaim     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_reclaim
+shm-reach-gave_up     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_gave_up
+shm-mutant-trust-open-ledger     fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_trust_open_ledger
+shm-mutant-census-before-freeze  fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_census_before_freeze
+shm-mutant-no-wait-windows       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_no_wait_windows
+shm-mutant-reclaim-skips-granted fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_reclaim_skips_granted
+shm-mutant-claim-no-freeze-check fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_claim_no_freeze_check
+shm-mutant-takeover-no-rebuild   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_takeover_no_rebuild
+shm-mutant-reclaim-no-dispatch   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_reclaim_no_dispatch
 EOF
 }
 
@@ -94,7 +111,12 @@ one() {
 	dir=$out/work/$name
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	cp "$model" "$dir/bulkhead.pml"
+	# The file keeps one name in every run's directory, so the trail and
+	# the replay commands are the same for both models.
+	case $name in
+	shm-*) cp "$here/shm.pml" "$dir/bulkhead.pml" ;;
+	*) cp "$model" "$dir/bulkhead.pml" ;;
+	esac
 	cd "$dir" || exit 1
 	case $mode in
 	live) set -- "$@" -DLIVENESS; panflags=-DNFAIR=7; runflags="-a -f" ;;
@@ -179,7 +201,7 @@ else
 	runs >"$list"
 fi
 rm -f "$out"/*.result "$out"/*.trail "$out"/*.replay.txt "$out"/*.pan.txt
-echo "model: $(wc -l <"$list") verifications of $(basename "$model"), $jobs at a time, output in $out"
+echo "model: $(wc -l <"$list") verifications of bulkhead.pml and shm.pml, $jobs at a time, output in $out"
 begin=$(date +%s)
 # shellcheck disable=SC2016
 sed 's/^/--one /' "$list" |

@@ -8,7 +8,8 @@
 # In build/, every benchmark once in its quick form (`make bench-quick`).
 # Then, in build/, the protocol model (`make model`, spin) and each fuzz
 # harness for a fixed time (`make fuzz`, libFuzzer: BH_FUZZ_SECONDS, 60 here
-# for the core and 30 for each command line).
+# for the core, 30 for each command line, the segment header and the pool,
+# 20 for the endpoint strings).
 # Exits non-zero on the first failure.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -105,6 +106,9 @@ fuzz() {
 	if ! BH_FUZZ_REQUIRE=1 BH_FUZZ_SECONDS="${BH_FUZZ_SECONDS:-60}" \
 		BH_FUZZ_SECONDS_size_flags="${BH_FUZZ_SECONDS_size_flags:-30}" \
 		BH_FUZZ_SECONDS_demo_flags="${BH_FUZZ_SECONDS_demo_flags:-30}" \
+		BH_FUZZ_SECONDS_endpoint="${BH_FUZZ_SECONDS_endpoint:-20}" \
+		BH_FUZZ_SECONDS_shm_hdr="${BH_FUZZ_SECONDS_shm_hdr:-30}" \
+		BH_FUZZ_SECONDS_pool="${BH_FUZZ_SECONDS_pool:-30}" \
 		make -C "$top/$1" fuzz >"$top/$1/fuzz.out" 2>&1; then
 		tail -n 40 "$top/$1/fuzz.out"
 		echo "== $1: fuzz FAILED"

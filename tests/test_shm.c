@@ -402,6 +402,34 @@ static void test_fuzz_attach(void **state)
 	assert_true(attached > 20);
 }
 
+/* A frozen word under a free lock is a state no crash leaves (the freezer
+ * holds the lock until it thaws, or dies holding it and is taken over), so
+ * only damage makes it; nobody would ever thaw it, and a try, which never
+ * waits, spun for ever (found by tests/fuzz/fuzz_shm_hdr). The next lock
+ * taker rebuilds it. alarm: a hang fails the test instead of stalling it. */
+static void test_frozen_word_free_lock(void **state)
+{
+	const char *name = uniq("frozen");
+	bulkhead_t *bh = shm_make(name, 2, 0, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct bh_stats st;
+
+	(void)state;
+	atomic_fetch_or_explicit(&g->word, S_FROZEN, memory_order_relaxed);
+	alarm(20);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	alarm(0);
+	assert_false(atomic_load_explicit(&g->word, memory_order_relaxed) & S_FROZEN);
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 2), 0);
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 0);
+	shm_done(bh, name);
+}
+
 /* ---- ledgers and the fast paths ---------------------------------------------- */
 
 static void test_try_release_counts(void **state)
@@ -911,6 +939,7 @@ int main(void)
 		cmocka_unit_test(test_name_and_closed_attach),
 		cmocka_unit_test(test_foreign_files_refused),
 		cmocka_unit_test(test_fuzz_attach),
+		cmocka_unit_test(test_frozen_word_free_lock),
 		cmocka_unit_test(test_try_release_counts),
 		cmocka_unit_test(test_errno_untouched),
 		cmocka_unit_test(test_handles_share_ledger),

@@ -131,6 +131,13 @@ void bhs_lock(struct bhs_att *a)
 						     memory_order_acquire, memory_order_relaxed) &&
 	    lock_slow(a))
 		bhs_rebuild_locked(a, true); /* whatever the dead owner left half-done */
+	else if (atomic_load_explicit(&a->seg->word, memory_order_relaxed) & S_FROZEN)
+		/* Only a lock holder freezes, and it thaws before it unlocks (or
+		 * dies holding the lock, which the branch above repairs): a
+		 * frozen word under a lock we took from nobody is damage, and
+		 * nobody else would ever thaw it. relaxed: the lock's acquire
+		 * ordered the last holder's thaw before this load. */
+		bhs_rebuild_locked(a, true);
 	BHS_POINT(BP_HOLD_LOCK);
 }
 

@@ -1,6 +1,7 @@
 # Fuzz harnesses (tests/fuzz/): the core limiter against the reference model
-# (tests/ref_model.c), and the command lines of bulkhead-size and
-# bulkhead-demo. `make check` replays each harness's seeds and committed
+# (tests/ref_model.c), the command lines of bulkhead-size and bulkhead-demo,
+# the cluster endpoint strings, the host-wide segment validation, and the
+# thread pool's admission and policies. `make check` replays each harness's seeds and committed
 # corpus (tests/fuzz/corpus/<harness>/) with the normal compiler;
 # `make fuzz` builds them with libFuzzer (clang, ASan+UBSan) in ./fuzz-build
 # and runs each for BH_FUZZ_SECONDS (tests/fuzz/run.sh).
@@ -15,8 +16,26 @@ FUZZ_DEMO_OBJECTS = $(filter-out %bulkhead-demo.$(OBJEXT),$(am_tools_bulkhead_de
 FUZZ_DEMO_LIBS = $(FUZZ_DEMO_OBJECTS) $(tools_bulkhead_demo_LDADD)
 
 check_PROGRAMS += tests/fuzz/replay_core tests/fuzz/replay_size_flags \
-	tests/fuzz/replay_demo_flags
-TESTS += tests/fuzz/replay_core tests/fuzz/replay_size_flags tests/fuzz/replay_demo_flags
+	tests/fuzz/replay_demo_flags tests/fuzz/replay_endpoint tests/fuzz/replay_shm_hdr \
+	tests/fuzz/replay_pool
+TESTS += tests/fuzz/replay_core tests/fuzz/replay_size_flags tests/fuzz/replay_demo_flags \
+	tests/fuzz/replay_endpoint tests/fuzz/replay_shm_hdr tests/fuzz/replay_pool
+
+# The endpoint parser is compiled into its harness (it needs no hiredis).
+FUZZ_ENDPOINT_SOURCES = tests/fuzz/fuzz_endpoint.c tests/fuzz/fuzz_seeds.h \
+	src/cluster/endpoint.c src/cluster/endpoint.h
+FUZZ_ENDPOINT_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/src/cluster
+tests_fuzz_replay_endpoint_SOURCES = $(FUZZ_ENDPOINT_SOURCES) tests/fuzz/replay.c
+tests_fuzz_replay_endpoint_CPPFLAGS = $(FUZZ_ENDPOINT_CPPFLAGS) \
+	-DBHF_CORPUS='"$(FUZZ_CORPUS)/endpoint"'
+tests_fuzz_replay_shm_hdr_SOURCES = tests/fuzz/fuzz_shm_hdr.c tests/fuzz/fuzz_seeds.h \
+	tests/fuzz/replay.c
+tests_fuzz_replay_shm_hdr_CPPFLAGS = $(FUZZ_CPPFLAGS) -DBHF_CORPUS='"$(FUZZ_CORPUS)/shm_hdr"'
+tests_fuzz_replay_shm_hdr_LDADD = src/libbhcore.la
+tests_fuzz_replay_pool_SOURCES = tests/fuzz/fuzz_pool.c tests/fuzz/fuzz_seeds.h \
+	tests/fuzz/replay.c
+tests_fuzz_replay_pool_CPPFLAGS = $(FUZZ_CPPFLAGS) -DBHF_CORPUS='"$(FUZZ_CORPUS)/pool"'
+tests_fuzz_replay_pool_LDADD = src/libbhcore.la
 
 tests_fuzz_replay_core_SOURCES = $(FUZZ_CORE_SOURCES) tests/fuzz/replay.c
 tests_fuzz_replay_core_CPPFLAGS = $(FUZZ_CPPFLAGS) -DBHF_CORPUS='"$(FUZZ_CORPUS)/core"'
@@ -37,7 +56,19 @@ EXTRA_tests_fuzz_replay_demo_flags_DEPENDENCIES = $(FUZZ_DEMO_OBJECTS)
 
 # The same harnesses with libFuzzer's driver: built only on request, in a
 # build configured for it (tests/fuzz/run.sh).
-EXTRA_PROGRAMS += tests/fuzz/fuzz_core tests/fuzz/fuzz_size_flags tests/fuzz/fuzz_demo_flags
+EXTRA_PROGRAMS += tests/fuzz/fuzz_core tests/fuzz/fuzz_size_flags tests/fuzz/fuzz_demo_flags \
+	tests/fuzz/fuzz_endpoint tests/fuzz/fuzz_shm_hdr tests/fuzz/fuzz_pool
+tests_fuzz_fuzz_endpoint_SOURCES = $(FUZZ_ENDPOINT_SOURCES)
+tests_fuzz_fuzz_endpoint_CPPFLAGS = $(FUZZ_ENDPOINT_CPPFLAGS)
+tests_fuzz_fuzz_endpoint_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_shm_hdr_SOURCES = tests/fuzz/fuzz_shm_hdr.c tests/fuzz/fuzz_seeds.h
+tests_fuzz_fuzz_shm_hdr_CPPFLAGS = $(FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_shm_hdr_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_shm_hdr_LDADD = src/libbhcore.la
+tests_fuzz_fuzz_pool_SOURCES = tests/fuzz/fuzz_pool.c tests/fuzz/fuzz_seeds.h
+tests_fuzz_fuzz_pool_CPPFLAGS = $(FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_pool_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_pool_LDADD = src/libbhcore.la
 tests_fuzz_fuzz_core_SOURCES = $(FUZZ_CORE_SOURCES)
 tests_fuzz_fuzz_core_CPPFLAGS = $(FUZZ_CPPFLAGS)
 tests_fuzz_fuzz_core_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
@@ -63,7 +94,7 @@ tests_test_regress_LDADD = $(TEST_LIBS)
 TESTS += tests/test_regress
 endif
 
-FUZZ_HARNESSES = core size_flags demo_flags
+FUZZ_HARNESSES = core size_flags demo_flags endpoint shm_hdr pool
 fuzz:
 	@rc=0; top_srcdir=$(top_srcdir) MAKE="$(MAKE)" FUZZ_HARNESSES="$(FUZZ_HARNESSES)" \
 		$(SHELL) $(top_srcdir)/tests/fuzz/run.sh fuzz-build || rc=$$?; \

@@ -13,7 +13,7 @@
 set -u
 dir=$1
 : "${MAKE:=make}"
-: "${FUZZ_HARNESSES:=core size_flags demo_flags}"
+: "${FUZZ_HARNESSES:=core size_flags demo_flags endpoint shm_hdr pool}"
 secs=${BH_FUZZ_SECONDS:-60}
 srcdir=$(cd "$top_srcdir" && pwd)
 mkdir -p "$dir"
@@ -48,7 +48,10 @@ $MAKE -C "$dir" $progs >"$dir/make.out" 2>&1 || { tail -n 40 "$dir/make.out"; ex
 export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1 detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1 print_stacktrace=1}"
 art=$dir/fuzz-artifacts
-mkdir -p "$art"
+mkdir -p "$art" "$dir/tmp"
+# Temporary files of the harnesses (the segment harness's BH_SHM_DIR) stay
+# in DIR: libFuzzer exits without running atexit handlers.
+export TMPDIR="$dir/tmp"
 failed=0
 for h in $FUZZ_HARNESSES; do
 	eval "s=\${BH_FUZZ_SECONDS_$h:-$secs}"

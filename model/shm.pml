@@ -1,0 +1,434 @@
+/*
+ * The host-wide bulkhead's recovery protocol (src/shm/), checked with Spin.
+ *
+ * NPROC worker processes share one word (avail, the queued count, FROZEN)
+ * and one internal lock. Each has one ledger (held | PEND) and one queue
+ * node. A worker takes a permit (fast path: open the window, CAS the word,
+ * close the window with the new count; slow path: under the lock, take or
+ * queue, then claim the grant in a window that checks for a freeze), uses
+ * it and gives it back (fast path, or under the lock with a dispatch that
+ * hands the permit to the queue's head). The killer may kill one worker at
+ * any step, holding the lock or not, inside a window or not. Survivors
+ * find the dead when a wait polls (as the library's waiters do every
+ * 100 ms) and when they take over the lock from a dead owner:
+ *
+ *   reclaim  every ledger of the dead is closed: add its ledger and its
+ *            granted-but-unclaimed node back to the word, unqueue it, serve;
+ *   rebuild  it died inside a window, or holding the lock: freeze the word,
+ *            wait until no living window is open, set avail to the limit
+ *            less what the living hold, requeue the living's nodes, thaw,
+ *            serve.
+ *
+ * Ghosts (never read by the protocol): taken[i] is what process i has
+ * really taken off the word (a CAS it made, a grant made to it, a permit a
+ * granter holds between taking it off the word and marking the node);
+ * using[i] what its caller was told it holds; gone[i] that a recovery has
+ * accounted for dead process i.
+ *
+ * Properties:
+ *   - conservation: whenever the word is not frozen,
+ *       avail + sum(taken[i], i not gone) == LIMIT
+ *     (no permit lost, none duplicated, a dead process's returned once);
+ *   - in flight never above the limit: sum(using) <= LIMIT;
+ *   - at quiesce (every worker finished or dead, a last caller scanned):
+ *     avail == LIMIT, nothing queued, every dead process accounted for;
+ *   - no living waiter waits forever (an invalid end state otherwise),
+ *     which covers a grant made to a dead waiter being passed on.
+ *
+ * -DMUTANT_<name> plants a defect; model/check.sh expects each to fail.
+ * -DREACH=W_<name> turns a witness point into a failing assertion, to show
+ * the path is reachable.
+ */
+
+#ifndef NPROC
+#define NPROC 2
+#endif
+#ifndef LIMIT
+#define LIMIT 1
+#endif
+#ifndef ROUNDS
+#define ROUNDS 1
+#endif
+
+#define W_rebuild      1 /* a rebuild after a death inside a window */
+#define W_takeover     2 /* the lock taken over from a dead owner */
+#define W_dead_grant   3 /* a grant to a dead waiter passed on */
+#define W_reclaim      4 /* a closed-ledger reclaim */
+#define W_gave_up      5 /* a rebuild gave up on an open living window */
+#ifdef REACH
+#define reached(w) assert(REACH != w)
+#else
+#define reached(w) skip
+#endif
+
+#define NS_IDLE    0
+#define NS_WAITING 1
+#define NS_GRANTED 2
+#define NS_CLAIMED 3
+
+/* Arrays have room for three workers and the last caller (index 3);
+ * workers beyond NPROC start finished and never run. */
+#define SLOTS 4
+#define LAST 3
+
+/* the word */
+byte avail = LIMIT;
+byte nq;
+bool frozen;
+/* the lock: 0 free, else owner + 1 */
+byte lock;
+/* per process */
+byte held[SLOTS];
+bool pend[SLOTS];
+byte nstate[SLOTS];
+byte ticket[SLOTS];
+bool dead[SLOTS];
+bool done[SLOTS];
+/* ghosts */
+byte taken[SLOTS];
+byte using[SLOTS];
+bool gone[SLOTS];
+byte next_ticket = 1;
+
+#define owned(j) (gone[j] -> 0 : taken[j])
+#define total (avail + owned(0) + owned(1) + owned(2) + taken[LAST])
+#define using_sum (using[0] + using[1] + using[2])
+/* an unaccounted dead process */
+#define dead_left(j) (dead[j] && !gone[j])
+#define any_dead_left (dead_left(0) || dead_left(1) || dead_left(2))
+#define over(j) (done[j] || dead[j])
+
+/* The invariants, looked at in every reachable state. */
+active proctype invariants()
+{
+end:	atomic {
+		!((frozen || total == LIMIT) && using_sum <= LIMIT) ->
+		assert(frozen || total == LIMIT);
+		assert(using_sum <= LIMIT)
+	}
+}
+
+/* ---- the lock --------------------------------------------------------------- */
+
+/* bhs_lock: take it, or take it over from a dead owner and rebuild. */
+inline take_lock(me)
+{
+	if
+	:: atomic { lock == 0 -> lock = me + 1 }
+	:: atomic { lock != 0 && dead[lock - 1] -> lock = me + 1 };
+		reached(W_takeover);
+#ifndef MUTANT_takeover_no_rebuild
+		rebuild(me, true)
+#endif
+	fi
+}
+
+inline drop_lock(me)
+{
+	lock = 0
+}
+
+/* ---- the queue ----------------------------------------------------------------- */
+
+/* The head: the queued node with the lowest ticket, or NPROC. */
+inline find_head(h)
+{
+	h = NPROC;
+	k = 0;
+	do
+	:: k < NPROC ->
+		if
+		:: nstate[k] == NS_WAITING && (h == NPROC || ticket[k] < ticket[h]) -> h = k
+		:: else
+		fi;
+		k++
+	:: else -> break
+	od
+}
+
+/* bhs_dispatch_locked: hand permits to the head while they last. Taking the
+ * permit off the word and marking the node are two steps: a granter that
+ * dies between them holds the permit (as taken[me]) with the lock, and the
+ * lock's next taker rebuilds. */
+inline dispatch(me)
+{
+	do
+	:: atomic {
+		find_head(h);
+		if
+		:: h == NPROC || avail == 0 -> rb = true
+		:: else -> avail--; taken[me]++; rb = false
+		fi
+	   };
+		if
+		:: rb -> break
+		:: else
+		fi;
+		atomic {
+			nstate[h] = NS_GRANTED; nq--; taken[me]--; taken[h]++;
+			if
+			:: dead[h] -> reached(W_dead_grant)
+			:: else
+			fi
+		}
+	od
+}
+
+/* ---- recovery -------------------------------------------------------------------- */
+
+/* What process j holds by its own record: its ledger and a granted node. */
+#ifdef MUTANT_reclaim_skips_granted
+#define holdings(j) (held[j])
+#else
+#define holdings(j) (held[j] + (nstate[j] == NS_GRANTED -> 1 : 0))
+#endif
+
+/* rebuild (reclaim.c): under the lock. must: the lock was taken over, so
+ * no giving up. */
+inline rebuild(me, must)
+{
+	live_held = 0;
+#ifdef MUTANT_census_before_freeze
+	atomic {
+		k = 0;
+		do
+		:: k < NPROC -> if :: !dead[k] -> live_held = live_held + holdings(k) :: else fi; k++
+		:: else -> break
+		od
+	};
+#endif
+	atomic { saved = avail; frozen = true };
+	/* the living, probed after the freeze */
+	atomic {
+		k = 0;
+		do
+		:: k < NPROC -> live[k] = !dead[k]; k++
+		:: else -> break
+		od
+	};
+	/* wait until no living window is open (one that dies open stops
+	 * counting as living); or give up, when one stays open and we may */
+	k = 0;
+	do
+	:: k == NPROC -> break
+	:: k < NPROC && (!live[k] || !pend[k]) -> k++
+	:: k < NPROC && live[k] && pend[k] && dead[k] -> live[k] = false; k++
+#ifdef MUTANT_no_wait_windows
+	:: k < NPROC && live[k] && pend[k] && !dead[k] -> k++
+#endif
+	:: k < NPROC && live[k] && pend[k] && !dead[k] && !must ->
+		reached(W_gave_up);
+		k = NPROC + 1;
+		break
+	od;
+	if
+	:: k == NPROC + 1 ->
+		/* nothing CASes a frozen word and we hold the lock */
+		atomic { avail = saved; frozen = false }
+	:: else ->
+		/* census and thaw */
+		atomic {
+#ifndef MUTANT_census_before_freeze
+			k = 0;
+			do
+			:: k < NPROC -> if :: live[k] -> live_held = live_held + holdings(k) :: else fi; k++
+			:: else -> break
+			od;
+#endif
+			k = 0;
+			nq = 0;
+			do
+			:: k < NPROC ->
+				if
+				:: live[k] && nstate[k] == NS_WAITING -> nq++
+				:: !live[k] && dead[k] && !gone[k] ->
+					nstate[k] = NS_IDLE; gone[k] = true; taken[k] = 0
+				:: else
+				fi;
+				k++
+			:: else -> break
+			od;
+			avail = LIMIT - live_held;
+			frozen = false
+		};
+		dispatch(me)
+	fi
+}
+
+/* reclaim (reclaim.c): every ledger of j is closed, its holdings exact. */
+inline reclaim(me, j)
+{
+	atomic {
+		if
+		:: nstate[j] == NS_WAITING -> nq--
+		:: else
+		fi;
+		avail = avail + holdings(j);
+		nstate[j] = NS_IDLE;
+		gone[j] = true;
+		taken[j] = 0;
+		reached(W_reclaim)
+	};
+#ifndef MUTANT_reclaim_no_dispatch
+	dispatch(me)
+#endif
+}
+
+/* bhs_scan_locked: reclaim the dead whose ledgers are closed; rebuild when
+ * one died inside a window. */
+inline scan(me)
+{
+	j = 0;
+	rb = false;
+	do
+	:: j < NPROC ->
+		if
+		:: dead_left(j) && pend[j] ->
+#ifdef MUTANT_trust_open_ledger
+			reclaim(me, j)
+#else
+			rb = true
+#endif
+		:: dead_left(j) && !pend[j] -> reclaim(me, j)
+		:: else
+		fi;
+		j++
+	:: else -> break
+	od;
+	if
+	:: rb -> reached(W_rebuild); rebuild(me, false)
+	:: else
+	fi
+}
+
+/* ---- a worker ---------------------------------------------------------------------- */
+
+proctype worker(byte me)
+{
+	byte round, h, k, j, saved, live_held;
+	bool ok, rb;
+	bool live[NPROC];
+
+	{
+		do
+		:: round == ROUNDS -> break
+		:: else ->
+			/* acquire, fast path: open, CAS, close */
+			pend[me] = true;
+			atomic {
+				if
+				:: !frozen && nq == 0 && avail > 0 -> avail--; taken[me]++; ok = true
+				:: else -> ok = false
+				fi
+			};
+			atomic { if :: ok -> held[me]++ :: else fi; pend[me] = false };
+			if
+			:: ok
+			:: else ->
+				/* slow path, under the lock */
+				take_lock(me);
+				/* bhs_admit_locked: one CAS takes or queues */
+				pend[me] = true;
+				atomic {
+					if
+					:: nq == 0 && avail > 0 -> avail--; taken[me]++; ok = true
+					:: else ->
+						nstate[me] = NS_WAITING; ticket[me] = next_ticket;
+						next_ticket++; nq++; ok = false
+					fi
+				};
+				atomic { if :: ok -> held[me]++ :: else fi; pend[me] = false };
+				if
+				:: ok -> drop_lock(me)
+				:: else ->
+					drop_lock(me);
+					/* wait for the grant, polling for the dead */
+					do
+					:: nstate[me] == NS_GRANTED -> break
+					:: any_dead_left && nstate[me] != NS_GRANTED ->
+						take_lock(me); scan(me); drop_lock(me)
+					od;
+					/* claim it in a window that checks for a freeze */
+					do
+					:: pend[me] = true;
+						if
+#ifndef MUTANT_claim_no_freeze_check
+						:: frozen -> pend[me] = false;
+							take_lock(me); drop_lock(me)
+#endif
+						:: else -> break
+						fi
+					od;
+					atomic { nstate[me] = NS_CLAIMED };
+					atomic { held[me]++; pend[me] = false };
+					nstate[me] = NS_IDLE
+				fi
+			fi;
+			using[me] = 1;
+			/* release */
+			using[me] = 0;
+			pend[me] = true;
+			atomic {
+				if
+				:: !frozen && nq == 0 -> avail++; taken[me]--; ok = true
+				:: else -> ok = false
+				fi
+			};
+			atomic { if :: ok -> held[me]-- :: else fi; pend[me] = false };
+			if
+			:: ok
+			:: else ->
+				take_lock(me);
+				pend[me] = true;
+				atomic { avail++; taken[me]-- };
+				atomic { held[me]--; pend[me] = false };
+				dispatch(me);
+				drop_lock(me)
+			fi;
+			round++
+		od;
+		done[me] = true
+	} unless { dead[me] }
+}
+
+/* Kills at most one worker, at any step. */
+active proctype killer()
+{
+	byte v;
+
+	if
+	:: skip
+	:: atomic {
+		select(v : 0 .. NPROC - 1);
+		if
+		:: !done[v] -> dead[v] = true; using[v] = 0
+		:: else
+		fi
+	   }
+	fi
+}
+
+/* The last caller: once every worker has finished or died, it looks for
+ * the dead (as any call would) and checks that everything came back. */
+active proctype last_caller()
+{
+	byte h, k, j, saved, live_held;
+	bool rb;
+	bool live[NPROC];
+	byte me = LAST; /* a process of its own, never killed */
+
+	atomic {
+		run worker(0);
+		if :: NPROC > 1 -> run worker(1) :: else -> done[1] = true fi;
+		if :: NPROC > 2 -> run worker(2) :: else -> done[2] = true fi
+	};
+	over(0) && over(1) && over(2);
+	do
+	:: any_dead_left -> take_lock(me); scan(me); drop_lock(me)
+	:: else -> break
+	od;
+	assert(lock == 0 && avail == LIMIT && nq == 0 && !frozen);
+	assert(!dead[0] || gone[0]);
+	assert(!dead[1] || gone[1]);
+	assert(!dead[2] || gone[2])
+}
