@@ -59,7 +59,7 @@ static uint64_t ctl_gen;
 static _Atomic uint64_t fed_ok, fed_dropped, fed_ignored;
 static uint64_t controllers, exact_checks;
 
-static void fail(const char *fmt, ...)
+static __attribute__((format(printf, 1, 2))) void fail(const char *fmt, ...)
 {
 	va_list ap;
 
