@@ -7,7 +7,6 @@
 #include "internal.h"
 #include "layer.h"
 
-
 /* A newcomer may take permits unless: closed; an unfair head is starving;
  * or waiters are queued and the head is not out competing (fair mode never
  * sets W_WOKEN, so there any queued waiter blocks newcomers). The last rule

@@ -150,6 +150,7 @@ static inline void rearm_wake(bh_uring_t *t)
 	if (!t->wake_armed && t->waitq.count && !t->closing)
 		bhu_arm_wake(t); /* SQ full: the next reap or complete retries */
 }
+
 /* The eventfd poll's CQE. */
 void bhu_on_wake(bh_uring_t *t, const struct io_uring_cqe *cqe);
 
