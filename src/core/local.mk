@@ -2,14 +2,23 @@
 # made from it, and tests and stress link it directly to reach the hidden
 # hooks (bhi_*) that drive the slow path deterministically.
 noinst_LTLIBRARIES += src/libbhcore.la
-src_libbhcore_la_SOURCES = \
+# The core's files, also built a second time into the shm crash-test copy
+# (src/shm/local.mk).
+BHCORE_SOURCES = \
 	src/core/bulkhead.c \
+	src/core/word.c \
+	src/core/queue.c \
+	src/core/observe.c \
 	src/core/hist.c \
 	src/core/sync.c \
 	src/core/tindex.c \
 	src/core/internal.h \
+	src/core/word.h \
+	src/core/queue.h \
+	src/core/observe.h \
 	src/core/layer.h \
 	src/core/sample_hook.h
+src_libbhcore_la_SOURCES = $(BHCORE_SOURCES)
 src_libbhcore_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS)
 
 lib_LTLIBRARIES += src/libbulkhead.la

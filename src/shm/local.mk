@@ -18,11 +18,7 @@ src_libbhcore_la_SOURCES += $(SHM_SOURCES)
 
 noinst_LTLIBRARIES += src/libbhcrash.la
 src_libbhcrash_la_SOURCES = \
-	src/core/bulkhead.c \
-	src/core/hist.c \
-	src/core/sync.c \
-	src/core/tindex.c \
-	src/core/internal.h \
+	$(BHCORE_SOURCES) \
 	$(SHM_SOURCES) \
 	src/shm/point.c
 src_libbhcrash_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS) -DBHS_CRASH_POINTS

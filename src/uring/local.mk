@@ -22,7 +22,11 @@ if HAVE_LIBURING
 bhinclude_HEADERS += include/bulkhead/uring.h
 # <bulkhead/uring.h> users: pkg-config --cflags --libs bulkhead-uring
 pkgconfig_DATA += bulkhead-uring.pc
-src_libbhcore_la_SOURCES += src/uring/uring.c
+# uring.c: taking SQEs, tracking, completions; grant.c: grants from other
+# threads to the ring's owner; cancel.c: ops that end early; tracker.h: what
+# they share.
+src_libbhcore_la_SOURCES += src/uring/uring.c src/uring/grant.c src/uring/cancel.c \
+	src/uring/tracker.h
 src_libbhcore_la_CFLAGS += $(LIBURING_CFLAGS)
 src_libbulkhead_la_LIBADD += $(LIBURING_LIBS)
 
@@ -62,7 +66,8 @@ examples_uring_deps_SOURCES = examples/uring_deps.c
 examples_uring_deps_CFLAGS = $(URING_CFLAGS)
 examples_uring_deps_LDADD = src/libbulkhead.la $(LIBURING_LIBS)
 else
-EXTRA_DIST += include/bulkhead/uring.h src/uring/uring.c tests/test_uring.c \
+EXTRA_DIST += include/bulkhead/uring.h src/uring/uring.c src/uring/grant.c src/uring/cancel.c \
+	src/uring/tracker.h tests/test_uring.c \
 	tests/test_uring_cxx.cc stress/stress_uring.c bench/bench_uring.c \
 	examples/uring_deps.c $(URING_MANS)
 endif

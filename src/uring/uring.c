@@ -1,97 +1,27 @@
-/* io_uring: permits held until the kernel posts an operation's final CQE,
- * and non-blocking acquisition that wakes the ring's owner. docs/uring.md
- * explains the design; include/bulkhead/uring.h the rules. */
+/* io_uring: permits held until the kernel posts an operation's final CQE.
+ * This file is the submission side (taking SQEs, tracking) and the
+ * completion side (reap); grants from other threads come through grant.c.
+ * docs/uring.md explains the design; include/bulkhead/uring.h the rules. */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "bulkhead/uring.h"
 #include "core/sample_hook.h"
 #include "lib/compiler.h"
 
-/* Where an op is. Only the owner thread reads or writes it. */
-enum op_state {
-	OP_IDLE = 0, /* an all-zero record is idle */
-	OP_WAITING,  /* queued in a bulkhead (or granted, not yet told) */
-	OP_HELD,     /* granted permits, no SQE yet */
-	OP_ARMED,    /* permits and SQEs taken, not yet tracked */
-	OP_INFLIGHT, /* tracked: permits go back at the final CQE */
-};
-
-enum {
-	OPF_CANCELLED = 1, /* a kernel cancel was prepared for it */
-	OPF_TIMED = 2,     /* start_ns holds when it took its SQE: sample its end */
-};
-
-/* The low bits of user_data say which of the tracker's SQEs a CQE is for:
- * records are 8-aligned, so the pointer keeps the rest. */
-enum ud_tag {
-	TAG_OP = 0,      /* a tracked op (pointer: the op) */
-	TAG_CANCEL = 1,  /* its ASYNC_CANCEL (pointer: the op, never read) */
-	TAG_TIMEOUT = 2, /* its LINK_TIMEOUT (pointer: the op, never read) */
-	TAG_NOP = 3,     /* a refused op's SQE, neutralised (pointer: tracker) */
-	TAG_WAKE = 4,    /* the eventfd poll that wakes the owner (tracker) */
-	TAG_DRAIN = 5,   /* drain's cancel-everything (tracker) */
-};
-#define UD_TAG_MASK 7ull
-#define UD_PTR_MASK (((1ull << 56) - 1) & ~UD_TAG_MASK)
-#define UD_MAGIC ((uint64_t)BH_URING_UD_TAG << 56)
+#include "tracker.h"
 
 #define REL_SLOTS 4 /* bulkheads whose releases one reap batch coalesces */
 #define CHUNK 64    /* CQEs per reap batch */
 
-/* Ops the owner keeps in order, linked through next/prev; an op is on one
- * list at most (waiting or holding permits). */
-struct op_list {
-	struct bh_uring_op *head, *tail;
-	uint32_t count;
-};
 
 struct rel_batch {
 	unsigned used;
 	bulkhead_t *bh[REL_SLOTS];
 	uint32_t n[REL_SLOTS];
 };
-
-struct bh_uring {
-	struct io_uring *ring;
-	unsigned sqe_shift; /* 1 for SQE128 rings */
-	bool closing;
-	bool wake_armed;  /* the eventfd poll is in the ring (or in its SQ) */
-	bool reaping;
-	bool no_cancel_any; /* the kernel refused IORING_ASYNC_CANCEL_ANY */
-	uint32_t ops;     /* ARMED + INFLIGHT */
-	uint32_t helpers; /* helper SQEs whose last CQE is due */
-	struct op_list waitq; /* OP_WAITING, FIFO */
-	struct op_list heldq; /* OP_HELD: drain gives their permits back */
-	struct bh_uring_op *ready_head, *ready_tail; /* granted, collected, via gnext */
-	int efd;
-	struct bh_uring_stats st;
-
-	/* Written by granting threads: its own line. */
-	_Alignas(BHI_CACHELINE) _Atomic(struct bh_uring_op *) granted; /* LIFO */
-	_Atomic uint32_t granting; /* grant callbacks still touching this tracker */
-};
-
-/* ---- user_data ------------------------------------------------------- */
-
-static inline uint64_t ud_make(const void *p, enum ud_tag tag)
-{
-	return UD_MAGIC | (uint64_t)(uintptr_t)p | tag;
-}
-
-static inline bool ud_encodable(const void *p)
-{
-	return ((uint64_t)(uintptr_t)p & ~UD_PTR_MASK) == 0;
-}
-
-static inline void *ud_ptr(uint64_t ud)
-{
-	return (void *)(uintptr_t)(ud & UD_PTR_MASK);
-}
 
 /* ---- the submission queue -------------------------------------------- */
 
@@ -100,28 +30,6 @@ static inline struct io_uring_sqe *sqe_at(const bh_uring_t *t, unsigned idx)
 	return &t->ring->sq.sqes[(idx & t->ring->sq.ring_mask) << t->sqe_shift];
 }
 
-/* The SQE at idx is still ours to edit: taken, not yet handed to the kernel. */
-static inline bool sqe_pending(const bh_uring_t *t, unsigned idx)
-{
-	const struct io_uring_sq *sq = &t->ring->sq;
-
-	return idx - sq->sqe_head < sq->sqe_tail - sq->sqe_head;
-}
-
-/* A helper SQE tagged with (p, tag), or NULL when the SQ is full. liburing's
- * prep functions never touch user_data, so it may be set first. */
-static struct io_uring_sqe *helper_sqe(bh_uring_t *t, const void *p, enum ud_tag tag)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(t->ring);
-
-	if (sqe) {
-		sqe->user_data = ud_make(p, tag);
-		t->helpers++;
-	}
-	return sqe;
-}
-
-/* ---- create / destroy ------------------------------------------------ */
 
 int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out)
 {
@@ -148,6 +56,8 @@ int bh_uring_destroy(bh_uring_t *t)
 {
 	if (!t)
 		return 0;
+	/* acquire: pairs with on_grant's release push, like collect(), so
+	 * an op pushed before this load is seen and keeps t alive */
 	if (t->ops || t->helpers || t->waitq.count || t->heldq.count || t->ready_head ||
 	    atomic_load_explicit(&t->granted, memory_order_acquire))
 		return -EBUSY;
@@ -161,82 +71,6 @@ int bh_uring_destroy(bh_uring_t *t)
 	return 0;
 }
 
-/* ---- permits --------------------------------------------------------- */
-
-static void rel_flush(struct rel_batch *rb)
-{
-	for (unsigned i = 0; i < rb->used; i++)
-		bh_release(rb->bh[i], rb->n[i]);
-	rb->used = 0;
-}
-
-/* Give back n permits of bh, now (rb NULL) or with the rest of the batch. */
-static inline void give_back(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
-{
-	unsigned i;
-
-	if (!rb) {
-		bh_release(bh, n);
-		return;
-	}
-	if (BHI_LIKELY(rb->used && rb->bh[rb->used - 1] == bh)) {
-		rb->n[rb->used - 1] += n;
-		return;
-	}
-	for (i = 0; i < rb->used; i++) {
-		if (rb->bh[i] == bh) {
-			rb->n[i] += n;
-			return;
-		}
-	}
-	if (rb->used == REL_SLOTS)
-		rel_flush(rb);
-	rb->bh[rb->used] = bh;
-	rb->n[rb->used++] = n;
-}
-
-/* ---- the owner's lists ---------------------------------------------- */
-
-static void list_add(struct op_list *l, struct bh_uring_op *op)
-{
-	op->next = NULL;
-	op->prev = l->tail;
-	if (l->tail)
-		l->tail->next = op;
-	else
-		l->head = op;
-	l->tail = op;
-	l->count++;
-}
-
-static void list_del(struct op_list *l, struct bh_uring_op *op)
-{
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		l->head = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
-	else
-		l->tail = op->prev;
-	op->next = op->prev = NULL;
-	l->count--;
-}
-
-/* op holds permits granted to it, no SQE yet. */
-static void hold(bh_uring_t *t, struct bh_uring_op *op)
-{
-	op->state = OP_HELD;
-	list_add(&t->heldq, op);
-}
-
-/* A held op's permits go back; it is idle. */
-static void unhold(bh_uring_t *t, struct bh_uring_op *op)
-{
-	list_del(&t->heldq, op);
-	op->state = OP_IDLE;
-	bh_release(op->bh, op->n);
-}
 
 /* ---- taking SQEs ----------------------------------------------------- */
 
@@ -382,7 +216,7 @@ int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, 
 
 /* A refused op: its SQEs become NOPs whose CQEs the tracker swallows, and its
  * permits go back. Nothing of it reaches the kernel. */
-static void neutralise(bh_uring_t *t, struct bh_uring_op *op)
+void bhu_neutralise(bh_uring_t *t, struct bh_uring_op *op)
 {
 	for (unsigned i = 0; i < op->nr; i++) {
 		struct io_uring_sqe *sqe = sqe_at(t, op->sqe_idx + i);
@@ -463,9 +297,9 @@ static bool link_deadline(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadli
  * the op's state from the return value alone: 0 (tracked), -EALREADY
  * (tracked, unchecked), -ECANCELED (refused: idle), -EINVAL (misuse:
  * unchanged). */
-static int refuse(bh_uring_t *t, struct bh_uring_op *op)
+static int decline_track(bh_uring_t *t, struct bh_uring_op *op)
 {
-	neutralise(t, op);
+	bhu_neutralise(t, op);
 	t->st.refused++;
 	return -ECANCELED;
 }
@@ -483,29 +317,54 @@ static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t d
 		return -EALREADY;
 	}
 	if (!sqes_trackable(t, op, deadline))
-		return refuse(t, op);
+		return decline_track(t, op);
 	link_chain(t, op);
 	if (deadline && !link_deadline(t, op, deadline_ns))
-		return refuse(t, op);
+		return decline_track(t, op);
 	op->state = OP_INFLIGHT;
 	t->st.started++;
 	return 0;
 }
 
-/* The common case in a few loads: one SQE, no deadline, still pending,
- * user_data intact, no CQE_SKIP_SUCCESS, not linked into from before. */
-static inline bool track_fast(bh_uring_t *t, struct bh_uring_op *op)
+/* The SQ as the fast check reads it: fields loaded once per call. */
+struct sq_view {
+	const struct io_uring_sqe *sqes;
+	unsigned mask, shift, head, tail;
+};
+
+static inline struct sq_view sq_view(const bh_uring_t *t)
 {
 	const struct io_uring_sq *sq = &t->ring->sq;
-	unsigned idx = op->sqe_idx;
-	const struct io_uring_sqe *sqe = sqe_at(t, idx);
 
-	if (idx - sq->sqe_head >= sq->sqe_tail - sq->sqe_head)
+	return (struct sq_view){ sq->sqes, sq->ring_mask, t->sqe_shift, sq->sqe_head,
+				 sq->sqe_tail };
+}
+
+/* The common case in a few loads, for a one-SQE op without a deadline: its
+ * SQE still pending, user_data intact, no CQE_SKIP_SUCCESS, and not linked
+ * into from the SQE before it, unless that one is sealed (just tracked by
+ * this call: clean, and nothing links into it; none: v->head - 1). */
+static inline bool fast_trackable(const struct sq_view *v, const struct bh_uring_op *op,
+				  unsigned sealed)
+{
+	unsigned idx = op->sqe_idx;
+	const struct io_uring_sqe *sqe = &v->sqes[(idx & v->mask) << v->shift];
+
+	if (idx - v->head >= v->tail - v->head)
 		return false;
 	if (sqe->user_data != ud_make(op, TAG_OP) || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
 		return false;
-	return idx == sq->sqe_head ||
-	       !(sqe_at(t, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+	return idx == v->head || idx - 1 == sealed ||
+	       !(v->sqes[((idx - 1) & v->mask) << v->shift].flags &
+		 (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+}
+
+/* fast_trackable for one op, nothing sealed before it. */
+static inline bool track_fast(const bh_uring_t *t, const struct bh_uring_op *op)
+{
+	struct sq_view v = sq_view(t);
+
+	return fast_trackable(&v, op, v.head - 1);
 }
 
 int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
@@ -532,46 +391,30 @@ static int worse(int a, int b)
 	return outcome_rank(b) > outcome_rank(a) ? b : a;
 }
 
-/* track_fast for many ops, with the ring's fields read once: the slow path
- * (never a deadline here) takes no SQE, so they stay valid. An op right
- * after one just sealed (a bh_uring_get_batch) needs no look at the SQE
- * before it: that one has no CQE_SKIP_SUCCESS, and neither has anything
- * linked into it. */
+/* The fast check for many ops, with the ring's fields read once: the slow
+ * path (never a deadline here) takes no SQE, so they stay valid. An op
+ * right after one just sealed (a bh_uring_get_batch) needs no look at the
+ * SQE before it. */
 int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count)
 {
-	const struct io_uring_sq *sq;
-	const struct io_uring_sqe *sqes;
-	unsigned mask, shift, head, pending, sealed, fast = 0;
+	struct sq_view v;
+	unsigned sealed, fast = 0;
 	int r = 0;
 
 	if (!t || !ops)
 		return -EINVAL;
-	sq = &t->ring->sq;
-	sqes = sq->sqes;
-	mask = sq->ring_mask;
-	shift = t->sqe_shift;
-	head = sq->sqe_head;
-	pending = sq->sqe_tail - head;
-	sealed = head - 1; /* no SQE: the one before head is not pending */
+	v = sq_view(t);
+	sealed = v.head - 1; /* no SQE: the one before head is not pending */
 	for (unsigned i = 0; i < count; i++) {
 		struct bh_uring_op *op = ops[i];
-		unsigned idx;
-		const struct io_uring_sqe *sqe;
 
 		if (BHI_UNLIKELY(!op || op->t != t || op->state != OP_ARMED)) {
 			r = -EINVAL;
 			continue;
 		}
-		idx = op->sqe_idx;
-		sqe = &sqes[(idx & mask) << shift];
-		if (BHI_LIKELY(op->nr == 1 && idx - head < pending &&
-			      sqe->user_data == ud_make(op, TAG_OP) &&
-			      !(sqe->flags & IOSQE_CQE_SKIP_SUCCESS) &&
-			      (idx == head || idx - 1 == sealed ||
-			       !(sqes[((idx - 1) & mask) << shift].flags &
-				 (IOSQE_IO_LINK | IOSQE_IO_HARDLINK))))) {
+		if (BHI_LIKELY(op->nr == 1 && fast_trackable(&v, op, sealed))) {
 			op->state = OP_INFLIGHT;
-			sealed = idx;
+			sealed = op->sqe_idx;
 			fast++;
 		} else {
 			r = worse(r, track_slow(t, op, BH_FOREVER));
@@ -581,231 +424,39 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 	return r;
 }
 
-/* ---- grants from other threads --------------------------------------- */
-
-/* Wake the owner: its ring polls the eventfd. errno is the caller's. */
-static void wake_owner(bh_uring_t *t)
-{
-	uint64_t one = 1;
-	int saved = errno;
-
-	if (write(t->efd, &one, sizeof(one)) < 0) {
-		/* EAGAIN: the counter is full, a wake is pending anyway */
-	}
-	errno = saved;
-}
-
-/* The core's async callback: runs on the granting thread under the
- * bulkhead's lock. Push the op for the owner and wake it; touch nothing
- * else of the op, which the owner may reuse as soon as it is pushed. */
-static void on_grant(struct bh_async *a, int result)
-{
-	struct bh_uring_op *op = bhi_container_of(a, struct bh_uring_op, u.async);
-	bh_uring_t *t = op->t;
-	struct bh_uring_op *head;
-
-	/* relaxed: the release CAS below publishes it (destroy's acquire of
-	 * the list or of this counter sees it before it can free t) */
-	atomic_fetch_add_explicit(&t->granting, 1, memory_order_relaxed);
-	op->result = result;
-	head = atomic_load_explicit(&t->granted, memory_order_relaxed);
-	do {
-		op->gnext = head;
-	} while (!atomic_compare_exchange_weak_explicit(&t->granted, &head, op,
-							memory_order_release,
-							memory_order_relaxed));
-	/* Only the push onto an empty list wakes: the owner takes the whole
-	 * list after each wake-up, and reads the eventfd before taking it, so
-	 * a push it misses always finds the list empty and wakes again. */
-	if (!head)
-		wake_owner(t);
-	/* release: our last use of t happens before destroy frees it */
-	atomic_fetch_sub_explicit(&t->granting, 1, memory_order_release);
-}
-
-/* Move the pushed grants, oldest first, onto the owner's ready list. */
-static void collect(bh_uring_t *t)
-{
-	/* acquire: pairs with on_grant's release push (op->result, gnext) */
-	struct bh_uring_op *op = atomic_exchange_explicit(&t->granted, NULL, memory_order_acquire);
-	struct bh_uring_op *fifo = NULL, *last = op;
-
-	while (op) {
-		struct bh_uring_op *next = op->gnext;
-
-		op->gnext = fifo;
-		fifo = op;
-		op = next;
-	}
-	if (!fifo)
-		return;
-	if (t->ready_tail)
-		t->ready_tail->gnext = fifo;
-	else
-		t->ready_head = fifo;
-	t->ready_tail = last;
-}
-
-static void ready_unlink(bh_uring_t *t, struct bh_uring_op *op)
-{
-	struct bh_uring_op **pp = &t->ready_head, *prev = NULL;
-
-	while (*pp && *pp != op) {
-		prev = *pp;
-		pp = &(*pp)->gnext;
-	}
-	if (!*pp)
-		return;
-	*pp = op->gnext;
-	if (t->ready_tail == op)
-		t->ready_tail = prev;
-}
-
-/* The op left the queue, granted (held) or failed (idle). */
-static int settle(bh_uring_t *t, struct bh_uring_op *op)
-{
-	int result = op->result;
-
-	list_del(&t->waitq, op);
-	if (result == 0) {
-		hold(t, op);
-	} else {
-		op->state = OP_IDLE;
-	}
-	return result;
-}
-
-/* Tell the owner's callbacks about the grants, oldest first. Each op is off
- * every list before its callback runs, so a callback may do anything. */
-static void deliver(bh_uring_t *t)
-{
-	struct bh_uring_op *op;
-
-	collect(t);
-	while ((op = t->ready_head) != NULL) {
-		t->ready_head = op->gnext;
-		if (!t->ready_head)
-			t->ready_tail = NULL;
-		op->gnext = NULL;
-		op->fn(op, settle(t, op));
-	}
-}
-
-/* Take op out of the bulkhead's queue. A grant that raced us has already
- * pushed it (bh_cancel_async returns 0 only after the callback ran, under
- * the bulkhead's lock): unpush it, and give its permits back. */
-static void withdraw(bh_uring_t *t, struct bh_uring_op *op)
-{
-	if (bh_cancel_async(op->bh, &op->u.async) == 0) {
-		collect(t);
-		ready_unlink(t, op);
-		if (op->result == 0)
-			bh_release(op->bh, op->n);
-	}
-	list_del(&t->waitq, op);
-	op->state = OP_IDLE;
-}
-
-/* The eventfd that grants write, made on first use: trackers that never
- * wait need none. */
-static int make_wake_fd(bh_uring_t *t)
-{
-	int saved = errno, r = 0;
-
-	if (t->efd >= 0)
-		return 0;
-	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (t->efd < 0)
-		r = -errno;
-	errno = saved;
-	return r;
-}
-
-/* The multishot poll on the eventfd that turns a grant into a CQE. It goes
- * into the SQ like any SQE: the owner's next submit carries it (the
- * library never submits for the owner, except in bh_uring_drain). */
-static int arm_wake(bh_uring_t *t)
-{
-	struct io_uring_sqe *sqe;
-
-	if (t->wake_armed)
-		return 0;
-	sqe = helper_sqe(t, t, TAG_WAKE);
-	if (!sqe)
-		return -EAGAIN;
-	io_uring_prep_poll_multishot(sqe, t->efd, POLLIN);
-	t->wake_armed = true;
-	return 0;
-}
-
-/* A poll that ended (cancelled, or CQ overflow) is armed again while ops
- * wait. A grant made while none is armed is not lost: its write stays in
- * the counter, and a poll armed on a readable eventfd fires at once. */
-static void rearm_wake(bh_uring_t *t)
-{
-	if (!t->wake_armed && t->waitq.count && !t->closing)
-		arm_wake(t); /* SQ full: the next reap or complete retries */
-}
-
-static void on_wake(bh_uring_t *t, const struct io_uring_cqe *cqe)
-{
-	uint64_t v;
-	int saved = errno;
-
-	/* Reset the counter before taking the list (see on_grant). */
-	if (read(t->efd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: a wake already consumed */
-	}
-	errno = saved;
-	if (!(cqe->flags & IORING_CQE_F_MORE)) {
-		t->wake_armed = false;
-		rearm_wake(t);
-	}
-}
-
-int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
-		  bh_uring_grant_fn *fn)
-{
-	int r;
-
-	if (!t || !op || !bh || !fn || !ud_encodable(op) || op->state != OP_IDLE)
-		return -EINVAL;
-	if (t->closing)
-		return -ESHUTDOWN;
-	/* Room for the wake-up poll is made sure of before queueing, but the
-	 * SQE is taken only once the op is queued: permits that were free
-	 * spend none. */
-	if (!t->wake_armed && io_uring_sq_space_left(t->ring) == 0)
-		return -EAGAIN;
-	if ((r = make_wake_fd(t)) != 0)
-		return r;
-	op->t = t;
-	op->bh = bh;
-	op->n = n;
-	op->fn = fn;
-	op->gnext = NULL;
-	op->state = OP_WAITING;
-	list_add(&t->waitq, op); /* before it is queued: a grant may come at once */
-	r = bh_acquire_async(bh, &op->u.async, n, on_grant, NULL);
-	if (r == 1) {
-		/* Cannot fail: room was checked, and only this thread takes
-		 * SQEs. A grant that lands before the poll is armed stays in
-		 * the eventfd, and the poll fires at once. */
-		arm_wake(t);
-		return 1;
-	}
-	list_del(&t->waitq, op);
-	if (r == 0) {
-		hold(t, op);
-	} else {
-		op->state = OP_IDLE;
-		if (r == -EBUSY)
-			t->st.rejected++;
-	}
-	return r;
-}
-
 /* ---- completions ----------------------------------------------------- */
+
+static void rel_flush(struct rel_batch *rb)
+{
+	for (unsigned i = 0; i < rb->used; i++)
+		bh_release(rb->bh[i], rb->n[i]);
+	rb->used = 0;
+}
+
+/* Give back n permits of bh, now (rb NULL) or with the rest of the batch. */
+static inline void rel_add(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
+{
+	unsigned i;
+
+	if (!rb) {
+		bh_release(bh, n);
+		return;
+	}
+	if (BHI_LIKELY(rb->used && rb->bh[rb->used - 1] == bh)) {
+		rb->n[rb->used - 1] += n;
+		return;
+	}
+	for (i = 0; i < rb->used; i++) {
+		if (rb->bh[i] == bh) {
+			rb->n[i] += n;
+			return;
+		}
+	}
+	if (rb->used == REL_SLOTS)
+		rel_flush(rb);
+	rb->bh[rb->used] = bh;
+	rb->n[rb->used++] = n;
+}
 
 static BHI_COLD int stray(bh_uring_t *t)
 {
@@ -840,7 +491,7 @@ static inline int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct b
 	op->state = OP_IDLE;
 	if (BHI_UNLIKELY(op->flags & OPF_TIMED))
 		sample_done(op, cqe->res, now);
-	give_back(rb, op->bh, op->n);
+	rel_add(rb, op->bh, op->n);
 	return BH_URING_DONE;
 }
 
@@ -849,7 +500,7 @@ static BHI_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, en
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		t->helpers--;
 	if (tag == TAG_WAKE)
-		on_wake(t, cqe);
+		bhu_on_wake(t, cqe);
 	else if (tag == TAG_DRAIN && cqe->res == -EINVAL)
 		t->no_cancel_any = true; /* before 5.19: nothing would end them */
 	return BH_URING_HELPER;
@@ -890,7 +541,7 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 		t->st.finished++;
 	}
 	if (is_wake(cqe) || t->ready_head)
-		deliver(t);
+		bhu_deliver(t);
 	rearm_wake(t);
 	return kind;
 }
@@ -938,7 +589,7 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 			fn(ctx, b[i].cqe, b[i].kind, b[i].op);
 	io_uring_cq_advance(ring, n);
 	if (woken || t->ready_head)
-		deliver(t);
+		bhu_deliver(t);
 	return n;
 }
 
@@ -971,140 +622,6 @@ int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	rearm_wake(t);
 	t->reaping = false;
 	return total || r == 0 ? (int)total : r;
-}
-
-/* ---- cancel ---------------------------------------------------------- */
-
-static int cancel_inflight(bh_uring_t *t, struct bh_uring_op *op)
-{
-	struct io_uring_sqe *sqe;
-
-	if (op->flags & OPF_CANCELLED)
-		return -EALREADY;
-	sqe = helper_sqe(t, op, TAG_CANCEL);
-	if (!sqe)
-		return -EAGAIN;
-	/* By user_data: unique to the op until its final CQE. The result
-	 * (0, -ENOENT, -EALREADY) decides nothing: the op's own final CQE
-	 * gives the permits back. */
-	io_uring_prep_cancel64(sqe, ud_make(op, TAG_OP), 0);
-	op->flags |= OPF_CANCELLED;
-	t->st.cancels++;
-	return 0;
-}
-
-int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op)
-{
-	if (!t || !op)
-		return -EINVAL;
-	if (op->state == OP_IDLE)
-		return -ENOENT;
-	if (op->t != t)
-		return -EINVAL;
-	switch (op->state) {
-	case OP_WAITING:
-		withdraw(t, op);
-		return 0;
-	case OP_HELD:
-		unhold(t, op);
-		return 0;
-	case OP_ARMED:
-		if (sqe_pending(t, op->sqe_idx)) {
-			neutralise(t, op);
-			return 0;
-		}
-		return cancel_inflight(t, op);
-	default:
-		return cancel_inflight(t, op);
-	}
-}
-
-/* ---- drain ----------------------------------------------------------- */
-
-static bool tracker_busy(const bh_uring_t *t)
-{
-	return t->ops || t->helpers;
-}
-
-static bool submit_failed(int r)
-{
-	return r < 0 && r != -EBUSY && r != -EAGAIN && r != -EINTR;
-}
-
-/* One ASYNC_CANCEL for everything on the ring, queued behind whatever is
- * still unsubmitted so that it sees those too. */
-static int cancel_everything(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn,
-			     void *ctx)
-{
-	struct io_uring_sqe *sqe;
-	int r;
-
-	while ((sqe = helper_sqe(t, t, TAG_DRAIN)) == NULL) {
-		r = io_uring_submit(t->ring);
-		if (submit_failed(r))
-			return r;
-		if (t->ring->flags & IORING_SETUP_SQPOLL)
-			io_uring_sqring_wait(t->ring);
-		else if (r <= 0 && (r = bh_uring_reap(t, fn, ctx)) < 0)
-			return r; /* the CQ is full: make room */
-		if (deadline_ns != BH_FOREVER && bh_now_ns() >= deadline_ns)
-			return -ETIMEDOUT;
-	}
-	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
-	r = io_uring_submit(t->ring);
-	return submit_failed(r) ? r : 0;
-}
-
-/* Block until a CQE is ready or the deadline passes. */
-static int wait_cqe_until(bh_uring_t *t, uint64_t deadline_ns)
-{
-	struct io_uring_cqe *cqe;
-	struct __kernel_timespec ts;
-	uint64_t now, left;
-
-	if (deadline_ns == BH_FOREVER)
-		return io_uring_wait_cqe(t->ring, &cqe);
-	now = bh_now_ns();
-	if (now >= deadline_ns)
-		return -ETIMEDOUT;
-	left = deadline_ns - now;
-	ts.tv_sec = (long long)(left / BH_SEC);
-	ts.tv_nsec = (long long)(left % BH_SEC);
-	return io_uring_wait_cqe_timeout(t->ring, &cqe, &ts);
-}
-
-int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, void *ctx)
-{
-	int r;
-
-	if (!t || t->reaping)
-		return -EINVAL;
-	t->closing = true;
-	while (t->waitq.head) {
-		struct bh_uring_op *op = t->waitq.head;
-
-		withdraw(t, op);
-		op->fn(op, -ECANCELED);
-	}
-	/* Granted permits no SQE will ever use (gets fail from here on). */
-	while (t->heldq.head)
-		unhold(t, t->heldq.head);
-	if (tracker_busy(t) && (r = cancel_everything(t, deadline_ns, fn, ctx)) < 0)
-		return r;
-	for (;;) {
-		r = bh_uring_reap(t, fn, ctx);
-		if (r < 0)
-			return r;
-		if (!tracker_busy(t))
-			return 0;
-		if (t->no_cancel_any)
-			return -EOPNOTSUPP;
-		r = wait_cqe_until(t, deadline_ns);
-		if (r == -ETIMEDOUT)
-			return r;
-		if (r < 0 && r != -ETIME && r != -EINTR && r != -EAGAIN && r != -EBUSY)
-			return r;
-	}
 }
 
 void bh_uring_stats(const bh_uring_t *t, struct bh_uring_stats *out)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Proof that the stress suite catches bugs: apply each purpose-made defect
-# (stress/mutants/*.patch, against src/core/bulkhead.c) to a scratch copy of the
-# tree, rebuild, run every scenario, and report which caught it and how fast.
+# (stress/mutants/*.patch, each against the file under src/ that holds the
+# code it breaks, with no fuzz) to a scratch copy of the tree, rebuild, run
+# every scenario, and report which caught it and how fast.
 # Not run by CI: a few minutes per mutant on a small machine.
 #
 #   stress/mutants/run.sh [-s SECONDS] [-o TABLE.md] [NAME...]
@@ -53,7 +54,20 @@ else
 	done
 	(cd "$top" && tar cf - "$@" .) | (cd "$tree" && tar xf -)
 fi
-cp "$tree/src/core/bulkhead.c" "$scratch/bulkhead.c.orig"
+# A pristine copy of src/, to undo each mutant before the next one.
+orig=$scratch/orig
+mkdir -p "$orig"
+(cd "$tree" && tar cf - src) | (cd "$orig" && tar xf -)
+patched=
+# restore: put back the files the last mutant patched, newer than their
+# objects so that make rebuilds them.
+restore() {
+	for f in $patched; do
+		cp "$orig/$f" "$tree/$f"
+		touch "$tree/$f"
+	done
+	patched=
+}
 # A checkout has no configure; a tarball has one and may lack the autotools.
 if [ ! -x "$tree/configure" ]; then
 	(cd "$tree" && ./autogen.sh) >"$scratch/autogen.log" 2>&1 || {
@@ -131,10 +145,10 @@ for m in control $mutants; do
 		grep -q '^Build: tsan' "$patch" && kind=tsan
 	fi
 	configure_build "$kind"
-	cp "$scratch/bulkhead.c.orig" "$tree/src/core/bulkhead.c"
-	touch "$tree/src/core/bulkhead.c"
-	if [ "$m" != control ] && ! (cd "$tree" && patch -s -p1 <"$patch"); then
-		echo "| $m | $kind | does not apply to this src/core/bulkhead.c |" | tee -a ${out:+"$out"}
+	restore
+	[ "$m" != control ] && patched=$(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$patch")
+	if [ "$m" != control ] && ! (cd "$tree" && patch -s -F0 -p1 <"$patch"); then
+		echo "| $m | $kind | does not apply to $patched |" | tee -a ${out:+"$out"}
 		continue
 	fi
 	if ! make -C "$scratch/$kind" -j"$(nproc)" $(progs) >"$scratch/$kind/make.log" 2>&1; then
@@ -143,4 +157,4 @@ for m in control $mutants; do
 	fi
 	row "$m" "$kind" | tee -a ${out:+"$out"}
 done
-cp "$scratch/bulkhead.c.orig" "$tree/src/core/bulkhead.c"
+restore

@@ -1,0 +1,193 @@
+/* The observers: per-thread counters, hold and wait times, the gauges and
+ * bh_stats. Nothing here decides anything; the protocol (word.c, queue.c)
+ * reports to these and reads none of their fields. */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+#include "observe.h"
+#include "sample_hook.h"
+#include "shm/dispatch.h"
+
+/* ---- counters ------------------------------------------------------------ */
+
+/* acquire: pairs with the acq_rel CAS that last changed the word, so a
+ * test that reads it sees what happened before that change. */
+uint64_t bhi_word(const bulkhead_t *bh)
+{
+	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
+}
+
+uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i <= bh->nslots; i++)
+		sum += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
+					    memory_order_relaxed);
+	return sum;
+}
+
+void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c)
+{
+	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
+
+	if (bh->flags & BH_NO_STATS)
+		return;
+	if (t - 1u < bh->nslots) {
+		bhi_count(bh, c);
+		return;
+	}
+	/* More live threads than slots: share the last one, atomically. */
+	atomic_fetch_add_explicit(&bh->slots[bh->nslots].c[c], 1, memory_order_relaxed);
+}
+
+int bhi_over_release(struct bulkhead *bh)
+{
+	atomic_fetch_add_explicit(&bh->over_released, 1, memory_order_relaxed);
+	return -EOVERFLOW;
+}
+
+/* ---- hold times (BH_TRACK_HOLD) -------------------------------------------- */
+
+static void hold_add(struct bulkhead *bh, unsigned shard, uint64_t ns)
+{
+	bhi_hist_add(&bh->hold[shard % BHI_HOLD_SHARDS], ns);
+}
+
+/* This thread's slot, cleared of what a previous owner of its index left. */
+static struct bhi_slot *hold_slot(struct bulkhead *bh)
+{
+	struct bhi_slot *s = bhi_my_slot(bh);
+
+	if (s && s->hold_gen != bhi_tgen) {
+		s->held = 0;
+		s->hold_start = 0;
+		s->hold_gen = bhi_tgen;
+	}
+	return s;
+}
+
+/* A thread's holding begins when it goes from no permits to some. */
+void bhi_hold_begin(struct bulkhead *bh, uint32_t n)
+{
+	struct bhi_slot *s = hold_slot(bh);
+
+	if (!s)
+		return;
+	if (s->held == 0)
+		s->hold_start = bh->ops->now(bh->ops->ctx);
+	s->held += n;
+}
+
+/* ...and ends when it holds none again. A release of more than the thread
+ * took (permits acquired on another thread) makes the pair unmeasurable. */
+void bhi_hold_end(struct bulkhead *bh, uint32_t n)
+{
+	struct bhi_slot *s = hold_slot(bh);
+
+	if (!s)
+		return;
+	if (n > s->held) {
+		s->held = 0;
+		s->hold_start = 0;
+		return;
+	}
+	s->held -= n;
+	if (s->held == 0 && s->hold_start) {
+		uint64_t ns = bh->ops->now(bh->ops->ctx) - s->hold_start;
+
+		hold_add(bh, (unsigned)(s - bh->slots), ns);
+		s->hold_start = 0;
+		bhk_emit(bh, BHK_HOLD, ns, BHK_OK); /* an adaptive sample, if one listens */
+	}
+}
+
+void bh_record_hold(bulkhead_t *bh, uint64_t ns)
+{
+	if (bh->ext)
+		bhs_record_hold(bh, ns);
+	else if (bh->hold)
+		hold_add(bh, bhi_tindex, ns);
+	bhk_emit(bh, BHK_HOLD, ns, BHK_OK);
+}
+
+
+void bhi_record_wait(struct bulkhead *bh, uint64_t enqueued_ns, int result)
+{
+	uint64_t ns = bh->ops->now(bh->ops->ctx) - enqueued_ns;
+
+	bhi_hist_add(result == 0 ? &bh->wait : &bh->wait_failed, ns);
+}
+
+/* ---- gauges and stats ------------------------------------------------------ */
+
+/* The gauges from one load of the word. acquire: pairs with the acq_rel CAS
+ * that last changed it, so whatever the caller does on seeing, say, nothing
+ * in flight comes after the release that made it so. */
+static struct bh_gauges gauges_now(const struct bulkhead *bh)
+{
+	uint64_t w = atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
+
+	return (struct bh_gauges){
+		.limit = w_limit(w),
+		.in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w)),
+		.queued = w_nq(w),
+	};
+}
+
+int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out)
+{
+	if (!bh || !out)
+		return -EINVAL;
+	if (bh->ext) {
+		bhs_gauges(bh, &out->limit, &out->in_flight, &out->queued);
+		return 0;
+	}
+	*out = gauges_now(bh);
+	return 0;
+}
+
+int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
+{
+	struct bh_gauges g;
+
+	if (!bh || !out)
+		return -EINVAL;
+	if (bh->ext) {
+		bhs_stats(bh, out);
+		return 0;
+	}
+	g = gauges_now(bh);
+	memset(out, 0, sizeof(*out));
+	out->limit = g.limit;
+	out->in_flight = g.in_flight;
+	out->queued = g.queued;
+	out->acquired = bhi_counter(bh, BHI_ACQUIRED);
+	out->released = bhi_counter(bh, BHI_RELEASED);
+	out->rejected = bhi_counter(bh, BHI_REJECTED);
+	out->timed_out = atomic_load_explicit(&bh->timed_out, memory_order_relaxed);
+	out->cancelled = atomic_load_explicit(&bh->cancelled, memory_order_relaxed);
+	out->over_released = atomic_load_explicit(&bh->over_released, memory_order_relaxed);
+	bhi_hist_read(&bh->wait, &out->wait);
+	bhi_hist_read(&bh->wait_failed, &out->wait_failed);
+	for (unsigned i = 0; bh->hold && i < BHI_HOLD_SHARDS; i++) {
+		struct bh_hist shard;
+
+		bhi_hist_read(&bh->hold[i], &shard);
+		bh_hist_merge(&out->hold, &shard);
+	}
+	return 0;
+}
+
+/* For bh_stats@LIBBULKHEAD_0.1 (src/core/compat_0_1.c): growth is append-only,
+ * so an older layout is a prefix of the current one. */
+int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size)
+{
+	struct bh_stats st;
+	int r = bh_stats(bh, &st);
+
+	if (r == 0)
+		memcpy(out, &st, size < sizeof(st) ? size : sizeof(st));
+	return r;
+}

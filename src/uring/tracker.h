@@ -1,0 +1,157 @@
+/* The tracker's private header: its state, the user_data tags and the owner's
+ * lists, shared by the submission and completion side (uring.c) and the
+ * bridge that brings grants from other threads to the owner (grant.c). */
+#ifndef BH_URING_TRACKER_H
+#define BH_URING_TRACKER_H
+
+#include "bulkhead/uring.h"
+#include "lib/compiler.h"
+
+/* Where an op is. Only the owner thread reads or writes it. */
+enum op_state {
+	OP_IDLE = 0, /* an all-zero record is idle */
+	OP_WAITING,  /* queued in a bulkhead (or granted, not yet told) */
+	OP_HELD,     /* granted permits, no SQE yet */
+	OP_ARMED,    /* permits and SQEs taken, not yet tracked */
+	OP_INFLIGHT, /* tracked: permits go back at the final CQE */
+};
+
+enum {
+	OPF_CANCELLED = 1, /* a kernel cancel was prepared for it */
+	OPF_TIMED = 2,     /* start_ns holds when it took its SQE: sample its end */
+};
+
+/* The low bits of user_data say which of the tracker's SQEs a CQE is for:
+ * records are 8-aligned, so the pointer keeps the rest. */
+enum ud_tag {
+	TAG_OP = 0,      /* a tracked op (pointer: the op) */
+	TAG_CANCEL = 1,  /* its ASYNC_CANCEL (pointer: the op, never read) */
+	TAG_TIMEOUT = 2, /* its LINK_TIMEOUT (pointer: the op, never read) */
+	TAG_NOP = 3,     /* a refused op's SQE, neutralised (pointer: tracker) */
+	TAG_WAKE = 4,    /* the eventfd poll that wakes the owner (tracker) */
+	TAG_DRAIN = 5,   /* drain's cancel-everything (tracker) */
+};
+#define UD_TAG_MASK 7ull
+#define UD_PTR_MASK (((1ull << 56) - 1) & ~UD_TAG_MASK)
+#define UD_MAGIC ((uint64_t)BH_URING_UD_TAG << 56)
+
+/* Ops the owner keeps in order, linked through next/prev; an op is on one
+ * list at most (waiting or holding permits). */
+struct op_list {
+	struct bh_uring_op *head, *tail;
+	uint32_t count;
+};
+
+struct bh_uring {
+	struct io_uring *ring;
+	unsigned sqe_shift; /* 1 for SQE128 rings */
+	bool closing;
+	bool wake_armed;  /* the eventfd poll is in the ring (or in its SQ) */
+	bool reaping;
+	bool no_cancel_any; /* the kernel refused IORING_ASYNC_CANCEL_ANY */
+	uint32_t ops;     /* ARMED + INFLIGHT */
+	uint32_t helpers; /* helper SQEs whose last CQE is due */
+	struct op_list waitq; /* OP_WAITING, FIFO */
+	struct op_list heldq; /* OP_HELD: drain gives their permits back */
+	struct bh_uring_op *ready_head, *ready_tail; /* granted, collected, via gnext */
+	int efd;
+	struct bh_uring_stats st;
+
+	/* Written by granting threads: its own line. */
+	_Alignas(BHI_CACHELINE) _Atomic(struct bh_uring_op *) granted; /* LIFO */
+	_Atomic uint32_t granting; /* grant callbacks still touching this tracker */
+};
+
+/* ---- user_data ------------------------------------------------------- */
+
+static inline uint64_t ud_make(const void *p, enum ud_tag tag)
+{
+	return UD_MAGIC | (uint64_t)(uintptr_t)p | tag;
+}
+
+static inline bool ud_encodable(const void *p)
+{
+	return ((uint64_t)(uintptr_t)p & ~UD_PTR_MASK) == 0;
+}
+
+static inline void *ud_ptr(uint64_t ud)
+{
+	return (void *)(uintptr_t)(ud & UD_PTR_MASK);
+}
+
+/* A helper SQE tagged with (p, tag), or NULL when the SQ is full. liburing's
+ * prep functions never touch user_data, so it may be set first. */
+static inline struct io_uring_sqe *helper_sqe(bh_uring_t *t, const void *p, enum ud_tag tag)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(t->ring);
+
+	if (sqe) {
+		sqe->user_data = ud_make(p, tag);
+		t->helpers++;
+	}
+	return sqe;
+}
+
+/* ---- the owner's lists ---------------------------------------------- */
+
+static inline void list_add(struct op_list *l, struct bh_uring_op *op)
+{
+	op->next = NULL;
+	op->prev = l->tail;
+	if (l->tail)
+		l->tail->next = op;
+	else
+		l->head = op;
+	l->tail = op;
+	l->count++;
+}
+
+static inline void list_del(struct op_list *l, struct bh_uring_op *op)
+{
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		l->head = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	else
+		l->tail = op->prev;
+	op->next = op->prev = NULL;
+	l->count--;
+}
+
+/* The SQE at idx is still ours to edit: taken, not yet handed to the kernel. */
+static inline bool sqe_pending(const bh_uring_t *t, unsigned idx)
+{
+	const struct io_uring_sq *sq = &t->ring->sq;
+
+	return idx - sq->sqe_head < sq->sqe_tail - sq->sqe_head;
+}
+
+/* A refused or withdrawn op's SQEs become NOPs whose CQEs the tracker
+ * swallows, and its permits go back (uring.c). */
+void bhu_neutralise(bh_uring_t *t, struct bh_uring_op *op);
+
+/* ---- the grant bridge (grant.c) ------------------------------------ */
+
+/* Hand the grants other threads pushed to their callbacks, oldest first. */
+void bhu_deliver(bh_uring_t *t);
+/* Take a waiting op out of its bulkhead's queue; it is idle after. */
+void bhu_withdraw(bh_uring_t *t, struct bh_uring_op *op);
+/* Put the eventfd poll that wakes the owner into the SQ, unless it is
+ * there: 0, or -EAGAIN when the SQ is full. */
+int bhu_arm_wake(bh_uring_t *t);
+
+/* A poll that ended (cancelled, or CQ overflow) is armed again while ops
+ * wait. A grant made while none is armed is not lost: its write stays in
+ * the counter, and a poll armed on a readable eventfd fires at once. */
+static inline void rearm_wake(bh_uring_t *t)
+{
+	if (!t->wake_armed && t->waitq.count && !t->closing)
+		bhu_arm_wake(t); /* SQ full: the next reap or complete retries */
+}
+
+/* The eventfd poll's CQE. */
+void bhu_on_wake(bh_uring_t *t, const struct io_uring_cqe *cqe);
+
+#endif /* BH_URING_TRACKER_H */
