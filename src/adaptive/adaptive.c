@@ -665,10 +665,16 @@ static struct bha_target target_of(bulkhead_t *bh)
 	return (struct bha_target){ bh_target_set, bh_target_limit, bh_target_in_flight, bh };
 }
 
+/* The sink is hooked in before attach applies the starting limit (so that
+ * a second controller is refused before it moves anything); a sample that
+ * arrives in between is dropped, or it could close a window while the
+ * start is being applied. acquire: pairs with attach's release store. */
 static void sink_fn(struct bhk_sink *k, uint64_t ns, int outcome)
 {
-	bh_adaptive_sample(bhi_container_of(k, struct bh_adaptive, sink), ns,
-			   (enum bh_outcome)outcome);
+	bh_adaptive_t *a = bhi_container_of(k, struct bh_adaptive, sink);
+
+	if (atomic_load_explicit(&a->started, memory_order_acquire))
+		bh_adaptive_sample(a, ns, (enum bh_outcome)outcome);
 }
 
 /* The automatic sources a config asks for: by default every one the
@@ -718,6 +724,8 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 		goto fail;
 	}
 	bha_start(a);
+	/* release: the start's writes before any automatic sample's reads */
+	atomic_store_explicit(&a->started, true, memory_order_release);
 	*out = a;
 	return 0;
 fail:

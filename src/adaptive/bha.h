@@ -181,6 +181,7 @@ struct bh_adaptive {
 	bool hist_drops;
 	const char *name;      /* for exports: the bulkhead's or the pool's */
 	struct bhk_sink sink;  /* automatic samples (src/core/sample_hook.h) */
+	_Atomic bool started;  /* attach applied the start: samples may come in */
 	struct bulkhead *owner; /* hooked into; NULL for other targets */
 
 	/* Written by the closer once per window, read by every sample. */
