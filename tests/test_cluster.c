@@ -113,6 +113,9 @@ static void test_endpoint_parse(void **state)
 	assert_string_equal(ep.password, "pw");
 	assert_string_equal(ep.host, "::1");
 	assert_string_equal(ep.port, "6380");
+	/* leading zeros: the number is kept, not the text (which overflowed) */
+	assert_int_equal(bhc_endpoint_parse("redis://h:000000016", &ep), 0);
+	assert_string_equal(ep.port, "16");
 	assert_int_equal(bhc_endpoint_parse("unix:///run/redis.sock", &ep), 0);
 	assert_true(ep.is_unix);
 	assert_string_equal(ep.path, "/run/redis.sock");

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "endpoint.h"
@@ -141,8 +142,8 @@ static int parse_host_port(const char *s, size_t n, struct bhc_endpoint *ep)
 	}
 	if (parse_uint(port, (size_t)(s + n - port), 65535, &v) < 0 || v == 0)
 		return -EINVAL;
-	memcpy(ep->port, port, (size_t)(s + n - port));
-	ep->port[s + n - port] = '\0';
+	/* The number, not the text: leading zeros would not fit (port[8]). */
+	snprintf(ep->port, sizeof(ep->port), "%lu", v);
 	return 0;
 }
 
