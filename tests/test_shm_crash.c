@@ -431,6 +431,99 @@ static void test_recoverer_killed_mid_rebuild(void **state)
 	shm_done(bh, name);
 }
 
+/* A process that registers while a rebuild runs was not alive when the
+ * rebuild counted the living; it holds nothing (the word is frozen), but it
+ * is alive: the rebuild must not free it as if it had died. Freed, it went
+ * on using slots that were no longer its own, and a release moving permits
+ * between its threads found too few (-EOVERFLOW). */
+static int act_scan_paused(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)v;
+	bhs_pause_at(BP_CENSUS, 1, out, in);
+	return bhs_scan_now(bh) ? 0 : 1;
+}
+
+static int rebuilder_main(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	return act_scan_paused(bh, NULL, out, in);
+}
+
+/* Registers at open, then on request takes n on one thread and releases
+ * them on another, and reports both results. */
+struct hand_over {
+	bulkhead_t *bh;
+	int r;
+};
+
+static void *release_two(void *arg)
+{
+	struct hand_over *h = arg;
+
+	h->r = bh_release(h->bh, 2);
+	return NULL;
+}
+
+static int late_main(void *arg, int out, int in)
+{
+	struct hand_over h = { .r = -12345 };
+	pthread_t t;
+
+	if (bh_shm_open(arg, NULL, 0, &h.bh) != 0)
+		return 1;
+	say(out, (int)getpid());
+	if (hear(in) != 1)
+		return 2;
+	say(out, bh_try_acquire(h.bh, 2));
+	pthread_create(&t, NULL, release_two, &h);
+	pthread_join(t, NULL);
+	say(out, h.r);
+	say(out, bh_try_acquire(h.bh, 1));
+	pause(); /* holding 1, for the test to kill */
+	return 0;
+}
+
+static void test_registered_during_rebuild(void **state)
+{
+	const char *name = uniq("late");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 2 };
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct bhs_proc *procs = (struct bhs_proc *)((char *)g + g->hdr.off_procs);
+	struct child c = stop_at(&first), rb, late;
+	char point = 0;
+	int pid, live = 0;
+
+	(void)state;
+	kill_reap(&c); /* dead inside a window: the scan must rebuild */
+	rb = spawn(rebuilder_main, (void *)name);
+	assert_int_equal(read(rb.rd, &point, 1), 1);
+	assert_int_equal(point, BP_CENSUS);
+	late = spawn(late_main, (void *)name);
+	pid = hear(late.rd); /* registered while the rebuild waits */
+	assert_true(pid > 0);
+	assert_int_equal(write(rb.wr, "", 1), 1);
+	assert_int_equal(reap(&rb), 0);
+	assert_int_equal(atomic_load(&g->deaths), 1); /* the dead one, no other */
+	for (uint32_t i = 0; i < g->hdr.nprocs; i++)
+		live += atomic_load(&procs[i].state) != PS_FREE &&
+			atomic_load(&procs[i].pid) == pid;
+	assert_int_equal(live, 1);
+	say(late.wr, 1);
+	assert_int_equal(hear(late.rd), 0);  /* took 2 */
+	assert_int_equal(hear(late.rd), 0);  /* gave them back from another thread */
+	assert_int_equal(hear(late.rd), 0);  /* holds 1 */
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	kill_reap(&late);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(stats_of(bh).reclaimed, 2 + 1);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
 /* An async grant claimed by the owner's agent, which dies before its
  * ledger records it. */
 static void noop_cb(struct bh_async *node, int result)
@@ -517,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_swallowed_lock_wakeup),
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),
+		cmocka_unit_test(test_registered_during_rebuild),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_stopped_process_keeps_permits),
 	};

@@ -31,5 +31,8 @@ bool bhs_scan_now(bulkhead_t *bh);
  * point p for the count-th time (1 = first), it writes one byte to fd and
  * stops there forever, for the test to kill it. */
 void bhs_crash_at(int p, unsigned count, int fd);
+/* The same, but the process waits at the point only until it can read one
+ * byte from in, and then goes on (it stops for good if in is closed). */
+void bhs_pause_at(int p, unsigned count, int out, int in);
 
 #endif /* BH_SHM_HOOKS_H */

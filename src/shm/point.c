@@ -1,6 +1,7 @@
 /* Crash points for the crash tests: built only into the test copy of the
  * layer (-DBHS_CRASH_POINTS). A process told to stop at a point announces
- * it on a pipe and waits there for its SIGKILL. */
+ * it on a pipe and waits there for its SIGKILL -- or, told to pause there,
+ * until the test writes a byte to let it go on (bhs_pause_at). */
 #include <unistd.h>
 
 #include "hooks.h"
@@ -9,12 +10,20 @@
 static _Atomic int stop_at;
 static _Atomic unsigned stop_count;
 static int stop_fd = -1;
+static int resume_fd = -1;
 
 void bhs_crash_at(int p, unsigned count, int fd)
 {
 	stop_fd = fd;
+	resume_fd = -1;
 	atomic_store(&stop_count, count ? count : 1);
 	atomic_store(&stop_at, p);
+}
+
+void bhs_pause_at(int p, unsigned count, int out, int in)
+{
+	bhs_crash_at(p, count, out);
+	resume_fd = in;
 }
 
 void bhs_point(enum bhs_point p)
@@ -27,6 +36,8 @@ void bhs_point(enum bhs_point p)
 	if (write(stop_fd, &c, 1) < 0) {
 		/* the test reads the pipe; nothing to do if it went away */
 	}
+	if (resume_fd >= 0 && read(resume_fd, &c, 1) == 1)
+		return;
 	for (;;)
 		pause();
 }

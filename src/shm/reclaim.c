@@ -298,6 +298,24 @@ static void relist_extra(struct bhs_att *a)
 			bhs_extra_free_locked(a, i);
 }
 
+/* Free the processes that are not counted among the living. One that is
+ * alive now registered after the census (registering takes no lock): it
+ * holds nothing, since nothing is taken or claimed while the word is
+ * frozen, so leaving it out of the sums was right, but it is not dead.
+ * A process that was dead at the census cannot be alive now: its slot is
+ * taken again only after it is freed. */
+static void free_dead(struct bhs_att *a, const struct census *c)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		/* acquire: pairs with claim_proc's CAS, as in the census */
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE ||
+		    is_live(c, i) || bhs_proc_alive(a, i))
+			continue;
+		bhs_free_proc_locked(a, i);
+		atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_relaxed);
+	}
+}
+
 static bool rebuild(struct bhs_att *a, bool must)
 {
 	struct bhs_seg *g = a->seg;
@@ -313,6 +331,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) != PS_FREE &&
 		    bhs_proc_alive(a, i))
 			c.live[i / 64] |= 1ull << (i % 64);
+	BHS_POINT(BP_CENSUS);
 	if (!windows_closed(a, &c, must)) {
 		/* Nothing CASes a frozen word and we hold the lock: w is exact. */
 		atomic_store_explicit(&g->word, w & ~S_FROZEN, memory_order_seq_cst);
@@ -326,13 +345,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_seq_cst));
 	}
 	census_nodes(a, &c);
-	for (uint32_t i = 0; i < a->nprocs; i++) {
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE &&
-		    !is_live(&c, i)) {
-			bhs_free_proc_locked(a, i);
-			atomic_fetch_add_explicit(&g->deaths, 1, memory_order_relaxed);
-		}
-	}
+	free_dead(a, &c);
 	relist_extra(a);
 	before = (int64_t)w_limit(w) - w_avail(w);
 	if (before > (int64_t)c.held)

@@ -314,6 +314,7 @@ enum bhs_point {
 	BP_REBUILD,   /* a recovery has frozen the word */
 	BP_CLAIM,     /* a grant claimed from its node, the ledger not yet written */
 	BP_HOLD_LOCK, /* the internal lock was just taken */
+	BP_CENSUS,    /* a rebuild knows who is alive, nothing rebuilt yet */
 	BP_NPOINTS,
 };
 
