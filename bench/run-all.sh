@@ -54,22 +54,31 @@ fi
 # program (built without liburing) or one that cannot run leaves it empty.
 run() {
 	name=$1
+	o=$out/${as:-$name}
 	shift
-	: >"$out/$name.out"
+	: >"$o.out"
 	if [ ! -x "$b/bench/$name" ]; then
 		echo "$name: not built" >&2
 		return 0
 	fi
 	echo "== $b/bench/$name $*" >&2
 	rc=0
-	"$b/bench/$name" "$@" >"$out/$name.out" 2>"$out/$name.err" || rc=$?
+	"$b/bench/$name" "$@" >"$o.out" 2>"$o.err" || rc=$?
 	case $rc in
 	0) ;;
-	77) echo "$name: not run here ($(tail -n 1 "$out/$name.err"))" >&2 ;;
-	*) echo "$name: exit $rc ($(tail -n 1 "$out/$name.err"))" >&2; failed="$failed $name" ;;
+	77) echo "$name: not run here ($(tail -n 1 "$o.err"))" >&2 ;;
+	*) echo "$name: exit $rc ($(tail -n 1 "$o.err"))" >&2; failed="$failed $name" ;;
 	esac
-	[ "$rc" = 0 ] || : >"$out/$name.out"
+	[ "$rc" = 0 ] || : >"$o.out"
 }
+# run_as OUTNAME NAME ARGS...: the same, its output to $out/OUTNAME.out.
+run_as() {
+	as=$1
+	shift
+	run "$@"
+	as=
+}
+as=
 failed=
 
 # shellcheck disable=SC2086 # the argument lists are meant to split
@@ -79,6 +88,13 @@ failed=
 	run bench_pool $pool_args
 	run bench_uring $uring_args
 }
+# The pool's throughput over a grid of pool threads x submitters, throughput
+# only (-m t), each cell its own interleaved run.
+for t in 1 2; do
+	for sub in 1 2 4; do
+		run_as "pool_t${t}_s${sub}" bench_pool $pool_args -m t -t "$t" -s "$sub"
+	done
+done
 
 machine=$(sed -n 's/^machine: //p' "$out/bench_core.out" | head -n 1)
 echo
@@ -155,6 +171,15 @@ END {
 	printf "| `./build/bench/bench_pool` | hand-off to an idle pool, p50 | %.2f µs | mutex+condvar pool %.1f µs |\n", bh / 1000, mc / 1000
 	printf "| `./build/bench/bench_pool` | tiny-task throughput | %s× | mutex+condvar pool |\n", t
 }' "$out/bench_pool.out"
+for t in 1 2; do
+	row="| \`./build/bench/bench_pool -m t -t $t -s 1,2,4\` | tiny-task throughput, $t pool thread$([ "$t" = 1 ] || echo s), 1 / 2 / 4 submitters |"
+	cells=
+	for sub in 1 2 4; do
+		c=$(sed -n 's/^  libbulkhead pool .*tput x\([0-9.]*\).*/\1/p' "$out/pool_t${t}_s${sub}.out")
+		cells="$cells${cells:+ / }${c:-?}×"
+	done
+	echo "$row $cells | mutex+condvar pool |"
+done
 awk '
 /^  raw liburing, bare/ { bare = $4 }
 /^  raw liburing, lookup/ && !io { look = $4 }

@@ -100,6 +100,7 @@ shm-mutant-reclaim-skips-granted fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_reclai
 shm-mutant-claim-no-freeze-check fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_claim_no_freeze_check
 shm-mutant-takeover-no-rebuild   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_takeover_no_rebuild
 shm-mutant-reclaim-no-dispatch   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_reclaim_no_dispatch
+shm-mutant-free-late-registrant  fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_free_late_registrant
 EOF
 }
 

@@ -7,7 +7,9 @@
  * close the window with the new count; slow path: under the lock, take or
  * queue, then claim the grant in a window that checks for a freeze), uses
  * it and gives it back (fast path, or under the lock with a dispatch that
- * hands the permit to the queue's head). The killer may kill one worker at
+ * hands the permit to the queue's head). A worker registers first (takes
+ * its process slot, without the lock), so it may do so while a recovery
+ * of another process's death runs. The killer may kill one worker at
  * any step, holding the lock or not, inside a window or not. Survivors
  * find the dead when a wait polls (as the library's waiters do every
  * 100 ms) and when they take over the lock from a dead owner:
@@ -84,6 +86,7 @@ byte nstate[SLOTS];
 byte ticket[SLOTS];
 bool dead[SLOTS];
 bool done[SLOTS];
+bool registered[SLOTS];
 /* ghosts */
 byte taken[SLOTS];
 byte using[SLOTS];
@@ -202,7 +205,7 @@ inline rebuild(me, must)
 	atomic {
 		k = 0;
 		do
-		:: k < NPROC -> live[k] = !dead[k]; k++
+		:: k < NPROC -> live[k] = registered[k] && !dead[k]; k++
 		:: else -> break
 		od
 	};
@@ -241,7 +244,13 @@ inline rebuild(me, must)
 			:: k < NPROC ->
 				if
 				:: live[k] && nstate[k] == NS_WAITING -> nq++
+#ifdef MUTANT_free_late_registrant
+				/* every registered process left out of the census, as
+				 * if one that registered after it had died */
+				:: !live[k] && registered[k] && !gone[k] ->
+#else
 				:: !live[k] && dead[k] && !gone[k] ->
+#endif
 					nstate[k] = NS_IDLE; gone[k] = true; taken[k] = 0
 				:: else
 				fi;
@@ -310,6 +319,7 @@ proctype worker(byte me)
 	bool live[NPROC];
 
 	{
+		registered[me] = true;
 		do
 		:: round == ROUNDS -> break
 		:: else ->
@@ -401,7 +411,7 @@ active proctype killer()
 	:: atomic {
 		select(v : 0 .. NPROC - 1);
 		if
-		:: !done[v] -> dead[v] = true; using[v] = 0
+		:: !done[v] && registered[v] -> dead[v] = true; using[v] = 0
 		:: else
 		fi
 	   }
