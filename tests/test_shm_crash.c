@@ -643,6 +643,64 @@ static void test_agent_killed_mid_delivery(void **state)
 	shm_done(bh, name);
 }
 
+/* A fork child is nobody until its first call registers it; its lock
+ * value is still its parent's. Cancelling a node it inherited must not
+ * take the internal lock under that value: the parent, finding its own
+ * value in the lock word that it does not hold, reads it as damage and
+ * takes the lock over while the child is inside -- two holders. */
+static struct bh_async inherited;
+static _Atomic int inherited_result = 1;
+
+static void record_cb(struct bh_async *node, int result)
+{
+	(void)node;
+	atomic_store(&inherited_result, result);
+}
+
+static int cancel_inherited(void *arg, int out, int in)
+{
+	bulkhead_t *bh = arg;
+	char done = 'r';
+	int r;
+
+	bhs_pause_at(BP_HOLD_LOCK, 1, out, in);
+	r = bh_cancel_async(bh, &inherited); /* not queued by this process */
+	if (write(out, &done, 1) != 1)
+		return 2;
+	say(out, r);
+	return 0;
+}
+
+static void test_fork_child_cancels_inherited_node(void **state)
+{
+	const char *name = uniq("forkcancel");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct child c;
+	char point = 0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &inherited, 1, record_cb, NULL), 1);
+	c = spawn(cancel_inherited, bh);
+	assert_int_equal(read(c.rd, &point, 1), 1);
+	if (point == BP_HOLD_LOCK) {
+		kill_reap(&c);
+		fail_msg("a child that is nobody yet took the lock under its parent's value");
+	}
+	assert_int_equal(point, 'r');
+	assert_int_equal(hear(c.rd), 0);
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(atomic_load(&((struct bhs_seg *)bhs_segment(bh, NULL))->rebuilds), 0);
+	assert_int_equal(stats_of(bh).queued, 1); /* still the parent's */
+	assert_int_equal(bh_release(bh, 1), 0);
+	while (atomic_load(&inherited_result) == 1)
+		sched_yield();
+	assert_int_equal(atomic_load(&inherited_result), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
 /* A process stopped (SIGSTOP) keeps what it holds: only death reclaims. */
 static int holder(void *arg, int out, int in)
 {
@@ -692,6 +750,7 @@ int main(void)
 		cmocka_unit_test(test_registered_during_rebuild),
 		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
+		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_stopped_process_keeps_permits),
 	};
 
