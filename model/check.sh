@@ -101,6 +101,7 @@ shm-mutant-claim-no-freeze-check fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_claim_
 shm-mutant-takeover-no-rebuild   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_takeover_no_rebuild
 shm-mutant-reclaim-no-dispatch   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_reclaim_no_dispatch
 shm-mutant-free-late-registrant  fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_free_late_registrant
+shm-mutant-keep-dead-looking-alive fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_keep_dead_looking_alive
 EOF
 }
 

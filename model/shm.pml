@@ -244,6 +244,13 @@ inline rebuild(me, must)
 			:: k < NPROC ->
 				if
 				:: live[k] && nstate[k] == NS_WAITING -> nq++
+#ifdef MUTANT_keep_dead_looking_alive
+				/* freed on a second look at liveness, not from the
+				 * census: a registrant holding the dead one's liveness
+				 * lock for an instant makes it look alive, and it is
+				 * kept after its share was left out of the sums */
+				:: !live[k] && dead[k] && !gone[k] -> skip
+#endif
 #ifdef MUTANT_free_late_registrant
 				/* every registered process left out of the census, as
 				 * if one that registered after it had died */

@@ -524,6 +524,85 @@ static void test_registered_during_rebuild(void **state)
 	shm_done(bh, name);
 }
 
+/* A dead process looks alive for an instant to a rebuild while a
+ * registrant that saw its slot free before it was taken holds the slot's
+ * liveness lock (claim_proc locks, then finds the slot taken, unlocks).
+ * The rebuild had already left the dead one out of its sums; had it then
+ * kept the slot because the dead one looked alive, the next scan would
+ * reclaim its closed ledgers a second time, permits made from nothing. */
+static int lock_dier(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 2) != 0)
+		return 1;
+	bhs_crash_at(BP_HOLD_LOCK, 1, out); /* dies holding 2 and the lock */
+	bh_set_limit(bh, 4);
+	return 7;
+}
+
+static int slow_registrant(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	int r;
+
+	bhs_pause_at(BP_PROC_FREE, 1, out, in);
+	r = bh_shm_open(arg, NULL, 0, &bh);
+	say(out, r);
+	return r == 0 && hear(in) == 1 ? 0 : 3;
+}
+
+static int takeover_main(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	bhs_pause_at(BP_CENSUS, 1, out, in);
+	bhs_scan_now(bh); /* takes the dead owner's lock over: a rebuild */
+	return 0;
+}
+
+static void test_dead_looks_alive_during_rebuild(void **state)
+{
+	const char *name = uniq("blink");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct bhs_proc *procs = (struct bhs_proc *)((char *)g + g->hdr.off_procs);
+	struct child reg, dier, rb;
+	char point = 0, next = BP_PROC_LOCKED;
+
+	(void)state;
+	reg = spawn(slow_registrant, (void *)name); /* sees slot 1 free */
+	assert_int_equal(read(reg.rd, &point, 1), 1);
+	assert_int_equal(point, BP_PROC_FREE);
+	dier = spawn(lock_dier, (void *)name); /* takes slot 1 */
+	assert_int_equal(read(dier.rd, &point, 1), 1);
+	assert_int_equal(point, BP_HOLD_LOCK);
+	assert_int_equal(atomic_load(&procs[1].pid), dier.pid);
+	kill_reap(&dier);
+	rb = spawn(takeover_main, (void *)name);
+	assert_int_equal(read(rb.rd, &point, 1), 1);
+	assert_int_equal(point, BP_CENSUS); /* the dead one is not counted */
+	assert_int_equal(write(reg.wr, &next, 1), 1);
+	assert_int_equal(read(reg.rd, &point, 1), 1);
+	assert_int_equal(point, BP_PROC_LOCKED); /* slot 1's lock: held */
+	assert_int_equal(write(rb.wr, "", 1), 1);
+	assert_int_equal(reap(&rb), 0);
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(atomic_load(&procs[1].state), PS_FREE);
+	assert_int_equal(write(reg.wr, "", 1), 1);
+	assert_int_equal(hear(reg.rd), 0); /* it registered */
+	say(reg.wr, 1);
+	assert_int_equal(reap(&reg), 0);
+	bhs_scan_now(bh); /* the two helpers exited, holding nothing */
+	assert_int_equal(atomic_load(&g->deaths), 3);
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
 /* An async grant claimed by the owner's agent, which dies before its
  * ledger records it. */
 static void noop_cb(struct bh_async *node, int result)
@@ -561,6 +640,64 @@ static void test_agent_killed_mid_delivery(void **state)
 	kill_reap(&c);
 	await_in_flight(bh, 0, BH_SEC);
 	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+/* A fork child is nobody until its first call registers it; its lock
+ * value is still its parent's. Cancelling a node it inherited must not
+ * take the internal lock under that value: the parent, finding its own
+ * value in the lock word that it does not hold, reads it as damage and
+ * takes the lock over while the child is inside -- two holders. */
+static struct bh_async inherited;
+static _Atomic int inherited_result = 1;
+
+static void record_cb(struct bh_async *node, int result)
+{
+	(void)node;
+	atomic_store(&inherited_result, result);
+}
+
+static int cancel_inherited(void *arg, int out, int in)
+{
+	bulkhead_t *bh = arg;
+	char done = 'r';
+	int r;
+
+	bhs_pause_at(BP_HOLD_LOCK, 1, out, in);
+	r = bh_cancel_async(bh, &inherited); /* not queued by this process */
+	if (write(out, &done, 1) != 1)
+		return 2;
+	say(out, r);
+	return 0;
+}
+
+static void test_fork_child_cancels_inherited_node(void **state)
+{
+	const char *name = uniq("forkcancel");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct child c;
+	char point = 0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &inherited, 1, record_cb, NULL), 1);
+	c = spawn(cancel_inherited, bh);
+	assert_int_equal(read(c.rd, &point, 1), 1);
+	if (point == BP_HOLD_LOCK) {
+		kill_reap(&c);
+		fail_msg("a child that is nobody yet took the lock under its parent's value");
+	}
+	assert_int_equal(point, 'r');
+	assert_int_equal(hear(c.rd), 0);
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(atomic_load(&((struct bhs_seg *)bhs_segment(bh, NULL))->rebuilds), 0);
+	assert_int_equal(stats_of(bh).queued, 1); /* still the parent's */
+	assert_int_equal(bh_release(bh, 1), 0);
+	while (atomic_load(&inherited_result) == 1)
+		sched_yield();
+	assert_int_equal(atomic_load(&inherited_result), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 1);
 	shm_done(bh, name);
 }
 
@@ -611,7 +748,9 @@ int main(void)
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),
 		cmocka_unit_test(test_registered_during_rebuild),
+		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
+		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_stopped_process_keeps_permits),
 	};
 

@@ -238,7 +238,11 @@ int bhs_cancel_async(struct bulkhead *bh, struct bh_async *node)
 	uint32_t qi, i, st;
 	struct bhs_qnode *q;
 
-	if (node->link.kind != KIND_HOST)
+	/* Not registered (a fork child before its first use): no node is
+	 * ours, and our lock value is still the parent's, which the parent
+	 * would find in the lock word, read as damage and take over while we
+	 * are inside. */
+	if (node->link.kind != KIND_HOST || !a->proc)
 		return 0;
 	qi = node_qi(node);
 	if (qi < a->nslots || qi >= nqnodes(a))

@@ -32,7 +32,8 @@ bool bhs_scan_now(bulkhead_t *bh);
  * stops there forever, for the test to kill it. */
 void bhs_crash_at(int p, unsigned count, int fd);
 /* The same, but the process waits at the point only until it can read one
- * byte from in, and then goes on (it stops for good if in is closed). */
+ * byte from in, and then goes on (it stops for good if in is closed); a
+ * byte other than 0 names the next point to pause at, first time. */
 void bhs_pause_at(int p, unsigned count, int out, int in);
 
 #endif /* BH_SHM_HOOKS_H */

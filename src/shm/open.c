@@ -459,9 +459,12 @@ static int claim_proc(struct bhs_att *a)
 		struct bhs_proc *p = &a->procs[i];
 		uint32_t free = PS_FREE;
 
-		if (atomic_load_explicit(&p->state, memory_order_relaxed) != PS_FREE ||
-		    set_lock(a->fd, i, F_WRLCK) < 0)
+		if (atomic_load_explicit(&p->state, memory_order_relaxed) != PS_FREE)
 			continue;
+		BHS_POINT(BP_PROC_FREE);
+		if (set_lock(a->fd, i, F_WRLCK) < 0)
+			continue;
+		BHS_POINT(BP_PROC_LOCKED);
 		/* acquire: pairs with the release that freed the slot */
 		if (atomic_compare_exchange_strong_explicit(&p->state, &free, PS_LIVE,
 							    memory_order_acquire,

@@ -36,8 +36,13 @@ void bhs_point(enum bhs_point p)
 	if (write(stop_fd, &c, 1) < 0) {
 		/* the test reads the pipe; nothing to do if it went away */
 	}
-	if (resume_fd >= 0 && read(resume_fd, &c, 1) == 1)
+	if (resume_fd >= 0 && read(resume_fd, &c, 1) == 1) {
+		if (c) { /* the byte names the next point to pause at */
+			atomic_store(&stop_count, 1);
+			atomic_store(&stop_at, (int)c);
+		}
 		return;
+	}
 	for (;;)
 		pause();
 }

@@ -196,6 +196,7 @@ bool bhs_maybe_scan(struct bhs_att *a)
 
 struct census {
 	uint64_t live[(BHS_PROCS + 63) / 64];
+	uint64_t taken[(BHS_PROCS + 63) / 64]; /* not free at the census */
 	uint64_t held;
 	uint32_t nq;
 };
@@ -298,18 +299,22 @@ static void relist_extra(struct bhs_att *a)
 			bhs_extra_free_locked(a, i);
 }
 
-/* Free the processes that are not counted among the living. One that is
- * alive now registered after the census (registering takes no lock): it
- * holds nothing, since nothing is taken or claimed while the word is
- * frozen, so leaving it out of the sums was right, but it is not dead.
- * A process that was dead at the census cannot be alive now: its slot is
- * taken again only after it is freed. */
+/* Free the processes that were taken at the census but are not counted
+ * among the living: their share was left out of the sums, so they must
+ * go. A slot that was free at the census and is taken now registered
+ * after it (registering takes no lock): it holds nothing, since nothing is
+ * taken or claimed while the word is frozen, so leaving it out of the sums
+ * was right, but it is not dead. The choice is made from the census, not
+ * from a second look at liveness: a dead process can look alive for an
+ * instant (a registrant that saw its slot free before it was taken holds
+ * the slot's liveness lock until its CAS fails), and one kept for that
+ * would have its ledgers reclaimed again by the next scan. A process dead
+ * at the census stays dead: its slot is taken again only after it is
+ * freed, under the lock we hold. */
 static void free_dead(struct bhs_att *a, const struct census *c)
 {
 	for (uint32_t i = 0; i < a->nprocs; i++) {
-		/* acquire: pairs with claim_proc's CAS, as in the census */
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE ||
-		    is_live(c, i) || bhs_proc_alive(a, i))
+		if (!(c->taken[i / 64] >> (i % 64) & 1) || is_live(c, i))
 			continue;
 		bhs_free_proc_locked(a, i);
 		atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_relaxed);
@@ -327,10 +332,14 @@ static bool rebuild(struct bhs_att *a, bool must)
 	 * fast-path CAS before it, so their PEND stores are visible */
 	w = atomic_fetch_or_explicit(&g->word, S_FROZEN, memory_order_seq_cst);
 	BHS_POINT(BP_REBUILD);
-	for (uint32_t i = 0; i < a->nprocs; i++)
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) != PS_FREE &&
-		    bhs_proc_alive(a, i))
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		/* acquire: pairs with claim_proc's CAS */
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE)
+			continue;
+		c.taken[i / 64] |= 1ull << (i % 64);
+		if (bhs_proc_alive(a, i))
 			c.live[i / 64] |= 1ull << (i % 64);
+	}
 	BHS_POINT(BP_CENSUS);
 	if (!windows_closed(a, &c, must)) {
 		/* Nothing CASes a frozen word and we hold the lock: w is exact. */

@@ -315,6 +315,8 @@ enum bhs_point {
 	BP_CLAIM,     /* a grant claimed from its node, the ledger not yet written */
 	BP_HOLD_LOCK, /* the internal lock was just taken */
 	BP_CENSUS,    /* a rebuild knows who is alive, nothing rebuilt yet */
+	BP_PROC_FREE, /* a registrant saw a process slot free, not yet locked */
+	BP_PROC_LOCKED, /* it holds that slot's liveness lock, slot not taken */
 	BP_NPOINTS,
 };
 
