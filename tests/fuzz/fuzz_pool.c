@@ -530,6 +530,8 @@ static void do_call(uint8_t arg)
 			M.submitted++;
 			M.completed++;
 			f->ran = true;
+			if (M.nq) /* its thread takes the next one */
+				run_on_pool(dequeue());
 			break;
 		case -ETIMEDOUT:
 			/* queued: taken off the queue and reported unrun at once;
@@ -605,6 +607,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct timespec tick = { 0, 100000 };
 	struct bh_pool_config cfg = { .name = "fz" };
+	bool verbose = getenv("BHF_VERBOSE") != NULL;
 	uint8_t c0, c1;
 
 	if (size < 2)
@@ -644,6 +647,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 7: nanosleep(&tick, NULL); break;
 		}
 		model_settle();
+		if (verbose)
+			fprintf(stderr, "bhfuzz: pool: %s (%u): model active %d queued %u\n",
+				op_names[op], arg, (int)M.active, M.nq);
 		check(op_names[op]);
 	}
 	set_gate(-1);
