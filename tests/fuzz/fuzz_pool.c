@@ -30,9 +30,9 @@
  * returns, and when a task's gate opens, which queued tasks the freed
  * threads take next.
  *
- * Between operations the harness waits until the pool is quiet: every pool
- * thread asleep (in its gate or parked: /proc/self/task, the threads named
- * fz-N) and the gauges where the model has them. Then the results, each
+ * Between operations the harness waits until the pool is quiet: every other
+ * thread asleep (the pool's in their gates or parked: /proc/self/task) and
+ * the gauges where the model has them. Then the results, each
  * task's runs and reports, and every counter must equal the model's.
  *
  * Where the pool's decision depends on timing the harness does not
@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bulkhead/pool.h"
 #include "fuzz_seeds.h"
@@ -303,12 +304,16 @@ static void drop_oldest(void)
 
 /* ---- the pool must be quiet before each look ------------------------------ */
 
-/* Every pool thread asleep: waiting at its gate, or parked. */
+/* Every thread but this one asleep: the pool's wait at their gates or are
+ * parked (a thread names itself fz-N only once it runs: all are looked at). */
 static bool threads_asleep(void)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
 	bool asleep = true;
+	char me[16];
+
+	snprintf(me, sizeof(me), "%d", (int)gettid());
 
 	if (!d)
 		fail("cannot read /proc/self/task");
@@ -318,7 +323,7 @@ static bool threads_asleep(void)
 		const char *p;
 		size_t n;
 
-		if (e->d_name[0] == '.')
+		if (e->d_name[0] == '.' || strcmp(e->d_name, me) == 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/task/%.16s/stat", e->d_name);
 		f = fopen(path, "r");
@@ -327,8 +332,6 @@ static bool threads_asleep(void)
 		n = fread(buf, 1, sizeof(buf) - 1, f);
 		fclose(f);
 		buf[n] = '\0';
-		if (!strstr(buf, "(fz-"))
-			continue;
 		p = strrchr(buf, ')');
 		if (p && p[1] == ' ' && (p[2] == 'R' || p[2] == 'D'))
 			asleep = false;
