@@ -678,6 +678,8 @@ const struct bhf_seed bhf_seeds[] = {
 	SEED("caller-runs", "\x55\x00\x00\x00\x00\x00\x06\x0a\x02"),
 	SEED("discard", "\x95\x00\x00\x00\x00\x00\x06\x02"),
 	SEED("discard-oldest", "\xd5\x00\x00\x00\x00\x00\x00\x06\x09\x11\x02"),
+	/* two queued: the oldest is dropped, not the newest */
+	SEED("discard-oldest-of-two", "\xe0\x00\x00\x00\x00\x00\x06\x02"),
 	SEED("call-open", "\x05\x00\x0b\x0b\x06"),
 	SEED("call-timeout", "\x05\x00\x03\x06\x02"),
 	SEED("call-queued-shutdown-now", "\x11\x00\x00\x03\x04\x02"),
