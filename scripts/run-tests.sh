@@ -7,9 +7,10 @@
 #   build-asan/  gcc -fsanitize=address,undefined
 # In build/, every benchmark once in its quick form (`make bench-quick`).
 # Then, in build/, the protocol model (`make model`, spin) and each fuzz
-# harness for a fixed time (`make fuzz`, libFuzzer: BH_FUZZ_SECONDS, 60 here
-# for the core, 30 for each command line, the segment header and the pool,
-# 20 for the endpoint strings).
+# harness for a fixed time (`make fuzz`, libFuzzer: BH_FUZZ_SECONDS; here
+# 35 each for the API sequences on a process-local and on a host-wide
+# bulkhead, 30 for each command line and the pool, 25 for the segment
+# header, 20 for the endpoint strings: about 3.5 minutes in all).
 # Exits non-zero on the first failure.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -103,11 +104,11 @@ model() {
 
 fuzz() {
 	echo "== $1: fuzz"
-	if ! BH_FUZZ_REQUIRE=1 BH_FUZZ_SECONDS="${BH_FUZZ_SECONDS:-60}" \
+	if ! BH_FUZZ_REQUIRE=1 BH_FUZZ_SECONDS="${BH_FUZZ_SECONDS:-35}" \
 		BH_FUZZ_SECONDS_size_flags="${BH_FUZZ_SECONDS_size_flags:-30}" \
 		BH_FUZZ_SECONDS_demo_flags="${BH_FUZZ_SECONDS_demo_flags:-30}" \
 		BH_FUZZ_SECONDS_endpoint="${BH_FUZZ_SECONDS_endpoint:-20}" \
-		BH_FUZZ_SECONDS_shm_hdr="${BH_FUZZ_SECONDS_shm_hdr:-30}" \
+		BH_FUZZ_SECONDS_shm_hdr="${BH_FUZZ_SECONDS_shm_hdr:-25}" \
 		BH_FUZZ_SECONDS_pool="${BH_FUZZ_SECONDS_pool:-30}" \
 		make -C "$top/$1" fuzz >"$top/$1/fuzz.out" 2>&1; then
 		tail -n 40 "$top/$1/fuzz.out"

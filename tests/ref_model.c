@@ -173,6 +173,13 @@ void ref_init(struct ref_bh *m, const struct bh_config *cfg, uint64_t starve_ns)
 	m->avail = cfg->max_concurrent;
 }
 
+void ref_set_host(struct ref_bh *m, uint32_t nodes)
+{
+	m->host = true;
+	if (m->queue_cap > nodes)
+		m->queue_cap = nodes;
+}
+
 /* Why n cannot be taken now: invalid n, closed, above the limit, no room. */
 static int refusal(const struct ref_bh *m, uint32_t n)
 {
@@ -345,11 +352,25 @@ int ref_cancel_async(struct ref_bh *m, unsigned id, uint64_t now)
 	return 1;
 }
 
+/* Host-wide: what the process's ledger holds. Permits handed to a blocking
+ * waiter are not in it until that waiter's thread runs and claims them. */
+static int64_t ledger(const struct ref_bh *m)
+{
+	int64_t held = (int64_t)m->limit - m->avail;
+
+	for (unsigned id = 0; id < REF_NSYNC; id++)
+		if (m->req[id].st == REF_GRANTED)
+			held -= m->req[id].n;
+	return held;
+}
+
 int ref_release(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now)
 {
 	if (!n_valid(n))
 		return -EINVAL;
-	if (m->avail + n > m->limit) {
+	/* a process-local bulkhead accepts any release that fits under the
+	 * limit; a host-wide one only what its process holds */
+	if (m->host ? (int64_t)n > ledger(m) : m->avail + n > m->limit) {
 		m->over_released++;
 		return -EOVERFLOW;
 	}
@@ -400,6 +421,7 @@ void ref_stats(const struct ref_bh *m, struct bh_stats *out)
 	out->timed_out = m->timed_out;
 	out->cancelled = m->cancelled;
 	out->over_released = m->over_released;
+	out->processes = m->host ? 1 : 0;
 	out->wait = m->wait;
 	out->wait_failed = m->wait_failed;
 	out->hold = m->hold;

@@ -67,6 +67,12 @@ struct ref_holding {
 struct ref_bh {
 	/* configuration */
 	bool fair, no_stats, track_hold;
+	/* A host-wide bulkhead (bh_shm_open) seen from its only process:
+	 * permits belong to the process that holds them, so a release takes
+	 * them from the process's ledger (permits granted to a blocking
+	 * waiter are in it only once that waiter has run), and bh_stats says
+	 * how many processes are attached. See ref_set_host(). */
+	bool host;
 	uint32_t queue_cap;
 	uint64_t starve_ns;
 
@@ -93,6 +99,9 @@ struct ref_bh {
 };
 
 void ref_init(struct ref_bh *m, const struct bh_config *cfg, uint64_t starve_ns);
+/* The semantics of a host-wide bulkhead with one process attached and
+ * nodes queue nodes in its segment (the queue capacity is at most that). */
+void ref_set_host(struct ref_bh *m, uint32_t nodes);
 
 int ref_try_acquire(struct ref_bh *m, unsigned thread, uint32_t n, uint64_t now);
 /* bh_acquire by blocking request id at time now: a result, or REF_BLOCKS. */

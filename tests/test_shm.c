@@ -928,6 +928,46 @@ static void test_hold_and_metrics(void **state)
 	shm_done(bh, name);
 }
 
+static void never_called(struct bh_async *node, int result)
+{
+	(void)node;
+	(void)result;
+	fail_msg("an async acquire that took its permits at once ran its callback");
+}
+
+/* A thread's first call on the handle, an async acquire that takes its
+ * permits at once, releases them on the same thread. */
+static void *async_take_then_release(void *arg)
+{
+	bulkhead_t *bh = arg;
+	struct bh_async node;
+
+	if (bh_acquire_async(bh, &node, 2, never_called, NULL) != 0)
+		return (void *)1;
+	usleep(1000);
+	return bh_release(bh, 2) == 0 ? NULL : (void *)2;
+}
+
+/* With BH_TRACK_HOLD an async acquire that takes its permits at once begins
+ * a hold, as bh_try_acquire does, on every path: also when the thread has
+ * no ledger slot mapped yet (found by fuzz_shm_api: the hold was lost). */
+static void test_async_take_begins_hold(void **state)
+{
+	const char *name = uniq("async-hold");
+	bulkhead_t *bh = shm_make(name, 2, 2, BH_TRACK_HOLD);
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t, NULL, async_take_then_release, bh), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(stats_of(bh).hold.count, 1);
+	assert_true(stats_of(bh).hold.sum_ns >= BH_MSEC);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -952,6 +992,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
 		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
 		cmocka_unit_test(test_hold_and_metrics),
+		cmocka_unit_test(test_async_take_begins_hold),
 		cmocka_unit_test(test_segment_limits),
 	};
 

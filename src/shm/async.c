@@ -189,6 +189,15 @@ static int queue_async(struct bhs_att *a, struct bhs_slot *s, struct bh_async *n
 	return 1;
 }
 
+/* Permits taken at once begin this thread's hold, as on every other path
+ * that takes them (bhs_try_slow, bhs_acquire_slow, the fast path). */
+static int taken_now(struct bhs_att *a, uint32_t n)
+{
+	if (a->flags & BH_TRACK_HOLD)
+		bhs_hold_begin(a, n);
+	return 0;
+}
+
 int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n, bh_async_fn *fn,
 		      void *data)
 {
@@ -205,7 +214,7 @@ int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n, bh
 	if ((s = bhs_slot_for(a, &shared)) == NULL)
 		return -ENOSPC;
 	if (!shared && bhs_take_on(a, s, n))
-		return 0;
+		return taken_now(a, n);
 	if ((r = agent_start(a)) < 0)
 		return r;
 	for (;;) {
@@ -214,6 +223,8 @@ int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n, bh
 		if (r == -EBUSY && scanned)
 			bhs_slot_count(a, s, BHI_REJECTED);
 		bhs_unlock(a);
+		if (r == 0)
+			return taken_now(a, n);
 		if (r != -EBUSY || scanned)
 			return r;
 		scanned = true;

@@ -19,7 +19,37 @@
  * wakeup). At the end it closes the bulkhead, lets every waiter return,
  * gives back what is in flight and checks it all once more. Any difference
  * prints the operations so far and aborts, which libFuzzer saves as a
- * crash input. */
+ * crash input.
+ *
+ * Built with -DBHF_SHM (fuzz_shm_api, replay_shm_api) the same harness
+ * drives a host-wide bulkhead instead: bh_shm_open creates a small segment
+ * in a private BH_SHM_DIR under TMPDIR for each input, the host-wide
+ * layer's own hooks (src/shm/hooks.h) take the waiters' wait, wake and
+ * clock, and at the end the name is unlinked. Every check above applies,
+ * against the same model, with these differences, each one what the
+ * host-wide semantics document (include/bulkhead/shm.h, bulkhead(7)):
+ *   - permits belong to a process: a release succeeds only for what the
+ *     process's ledger holds, and permits handed to a blocking waiter join
+ *     the ledger when that waiter's thread runs (the model's host flag,
+ *     ref_set_host; over-releasing is -EOVERFLOW and counted either way);
+ *   - the queue capacity is at most the segment's queue nodes (the model
+ *     is told the geometry);
+ *   - bh_stats also says processes (1: this one) and reclaimed (0: nobody
+ *     dies here), checked in both builds (0 and 0 process-locally);
+ *   - the layer has no queue observers, so only the callbacks are compared
+ *     as events, not 'Q' and 'G' (the queue's order is still checked
+ *     through the results, the callbacks and stats.queued);
+ *   - callbacks run on the process's agent thread, soon after the grant:
+ *     before comparing, the harness calls bh_cancel_async on each node the
+ *     model has finished, which must return 0 and waits for its callback;
+ *     the callbacks of one operation are compared in node order, the
+ *     agent's delivery order;
+ *   - a waiter sleeps at most the poll interval (10 ms of the harness's
+ *     clock, longer than any deadline it sets) before it looks for dead
+ *     processes, so a wait for ever can end in -ETIMEDOUT, which the model
+ *     takes as a spurious wakeup;
+ *   - byte 1 bit 3 picks a segment of 3 thread slots instead of 16, so some
+ *     threads share the process's slot (and queue on extra nodes). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +60,11 @@
 #include <string.h>
 
 #include "bulkhead.h"
+#ifdef BHF_SHM
+#include <unistd.h>
+
+#include "bulkhead/shm.h"
+#endif
 #include "fuzz_hooks.h"
 #include "fuzz_seeds.h"
 #include "ref_model.h"
@@ -62,7 +97,7 @@ struct waiter {
 static struct {
 	bulkhead_t *bh;
 	struct ref_bh m;
-	uint64_t now;
+	_Atomic uint64_t now; /* read by the host-wide agent thread too */
 	struct waiter w[NW];
 	struct bh_async a[NA];
 	sem_t back;
@@ -76,6 +111,9 @@ static struct {
 } H;
 
 static __thread struct waiter *self;
+/* Events come from the main thread and the waiters, which never run at
+ * the same time, and (host-wide) from the agent thread. */
+static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- reporting ---------------------------------------------------------- */
 
@@ -144,12 +182,13 @@ static void expect(const char *what, int got, int want)
 
 static void event(char type, unsigned id, int result)
 {
-	if (H.nev == REF_MAX_EVENTS) {
+	pthread_mutex_lock(&ev_mu);
+	if (H.nev == REF_MAX_EVENTS)
 		H.ev_overflow = true;
-		return;
-	}
-	H.ev[H.nev++] = (struct ref_event){ .type = type, .id = (uint8_t)id,
-					    .result = (int16_t)result };
+	else
+		H.ev[H.nev++] = (struct ref_event){ .type = type, .id = (uint8_t)id,
+						    .result = (int16_t)result };
+	pthread_mutex_unlock(&ev_mu);
 }
 
 static int async_id(const struct bh_qlink *l)
@@ -301,10 +340,58 @@ static int waiter_outcome(const struct waiter *w)
 
 /* ---- checks after every operation ----------------------------------------- */
 
+#ifdef BHF_SHM
+/* Host-wide, a callback runs on the process's agent thread, soon after the
+ * grant: for each node the model has finished, bh_cancel_async (which
+ * returns 0 once the callback has run, and waits for it) makes sure it has
+ * run before the events are compared. */
+static void await_callbacks(void)
+{
+	for (unsigned i = 0; i < H.m.nev; i++) {
+		const struct ref_event *e = &H.m.ev[i];
+		int r;
+
+		if (e->type != 'C')
+			continue;
+		r = bh_cancel_async(H.bh, &H.a[e->id - NW]);
+		if (r != 0)
+			diverge("async %u: its callback should have run, but bh_cancel_async "
+				"returned %d", e->id - NW, r);
+	}
+}
+
+/* Keep only the callbacks, in node order: the host-wide layer has no queue
+ * observers, and its agent delivers the callbacks of one operation in the
+ * order of its nodes in the segment, not of the grants. */
+static unsigned callbacks_only(struct ref_event *ev, unsigned n)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (ev[i].type == 'C')
+			ev[k++] = ev[i];
+	for (unsigned i = 1; i < k; i++)
+		for (unsigned j = i; j > 0 && ev[j - 1].id > ev[j].id; j--) {
+			struct ref_event t = ev[j];
+
+			ev[j] = ev[j - 1];
+			ev[j - 1] = t;
+		}
+	return k;
+}
+#endif
+
 static void check_events(void)
 {
-	const struct ref_bh *m = &H.m;
+	struct ref_bh *m = &H.m;
 
+#ifdef BHF_SHM
+	await_callbacks();
+	pthread_mutex_lock(&ev_mu);
+	H.nev = callbacks_only(H.ev, H.nev);
+	pthread_mutex_unlock(&ev_mu);
+	m->nev = callbacks_only(m->ev, m->nev);
+#endif
 	if (H.ev_overflow || m->ev_overflow)
 		diverge("more than %d events in one operation", REF_MAX_EVENTS);
 	for (unsigned i = 0; i < H.nev || i < m->nev; i++) {
@@ -356,6 +443,8 @@ static void check_stats(void)
 	CHECK_FIELD(timed_out);
 	CHECK_FIELD(cancelled);
 	CHECK_FIELD(over_released);
+	CHECK_FIELD(reclaimed);
+	CHECK_FIELD(processes);
 	check_hist("wait", &got.wait, &want.wait);
 	check_hist("wait_failed", &got.wait_failed, &want.wait_failed);
 	check_hist("hold", &got.hold, &want.hold);
@@ -423,7 +512,7 @@ static void op_resume(unsigned k, int how)
 {
 	struct waiter *w = &H.w[k];
 	char a[16];
-	int want;
+	int want, model_how;
 
 	if (w->phase != W_PARKED)
 		return;
@@ -433,9 +522,14 @@ static void op_resume(unsigned k, int how)
 		else if (H.now < w->wait_deadline)
 			H.now = w->wait_deadline; /* time passes until the deadline */
 	}
-	note("waiter %u: wait returns %s%s at %llu", k, res_name(how, a),
-	     w->woken ? " (woken)" : "", (unsigned long long)H.now);
-	want = ref_resume(&H.m, k, how, H.now);
+	/* A sleep shorter than the waiter's deadline (the host-wide layer's
+	 * poll for dead processes) that ends is, to the waiter, a spurious
+	 * wakeup. */
+	model_how = how == -ETIMEDOUT && w->wait_deadline < w->deadline ? 0 : how;
+	note("waiter %u: wait returns %s%s%s at %llu", k, res_name(how, a),
+	     w->woken ? " (woken)" : "", how != model_how ? " (a poll)" : "",
+	     (unsigned long long)H.now);
+	want = ref_resume(&H.m, k, model_how, H.now);
 	w->resume_with = how;
 	run_waiter(w);
 	expect("bh_acquire", waiter_outcome(w), want);
@@ -581,6 +675,44 @@ static void run_op(uint8_t op)
 	}
 }
 
+#ifdef BHF_SHM
+/* The segment: two processes, 16 thread slots or 3 (so some threads share
+ * the process's slot and queue on extra nodes), 16 extra nodes (more than
+ * the waiters and async nodes that can be queued at once, and one being
+ * freed). Waiters poll every 10 ms of the harness's clock, longer than any
+ * deadline it sets, so only a wait for ever ends in a poll. */
+#define SHM_NAME "fuzz-api"
+#define SHM_SLOTS 16
+#define SHM_FEW_SLOTS 3
+#define SHM_EXTRA 16
+#define SHM_POLL_NS (10 * BH_MSEC)
+
+static char shm_dirname[128];
+
+static void shm_rmdir(void)
+{
+	bh_shm_unlink(SHM_NAME);
+	rmdir(shm_dirname);
+}
+
+/* A private BH_SHM_DIR under TMPDIR, removed at exit (libFuzzer's own
+ * exits skip that: tests/fuzz/run.sh points TMPDIR into the fuzz build). */
+static void shm_dir(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	if (shm_dirname[0])
+		return;
+	snprintf(shm_dirname, sizeof(shm_dirname), "%s/bhfuzz-api.XXXXXX", tmp ? tmp : "/tmp");
+	if (strlen(shm_dirname) >= sizeof(shm_dirname) - 1 || !mkdtemp(shm_dirname)) {
+		fprintf(stderr, "bhfuzz: cannot make a temporary directory\n");
+		abort();
+	}
+	setenv("BH_SHM_DIR", shm_dirname, 1);
+	atexit(shm_rmdir);
+}
+#endif
+
 static const uint32_t queue_caps[8] = { 0, 1, 2, 3, 4, 6, 8, BH_QUEUE_UNBOUNDED };
 static const uint64_t starve_delays[4] = { 0, 300, 3000, BH_MSEC };
 
@@ -595,13 +727,31 @@ static void start(uint8_t c0, uint8_t c1)
 	};
 	uint64_t spin_ns = c0 & BHF_CFG_SPIN ? 200 : 0, starve = starve_delays[c1 & 3];
 
+	H.now = 1000;
+#ifdef BHF_SHM
+	uint32_t nslots = c1 & BHF_CFG1_FEWSLOTS ? SHM_FEW_SLOTS : SHM_SLOTS;
+	int r;
+
+	shm_dir();
+	bhf_shm_geometry(2, nslots, SHM_EXTRA);
+	bh_shm_unlink(SHM_NAME); /* left by a run that was stopped */
+	r = bh_shm_open(SHM_NAME, &cfg, BH_SHM_CREATE | BH_SHM_EXCL, &H.bh);
+	if (r != 0) {
+		fprintf(stderr, "bhfuzz: bh_shm_open failed (%d)\n", r);
+		abort();
+	}
+	bhf_attach_shm(H.bh, &hooks, spin_ns, starve, SHM_POLL_NS);
+	ref_init(&H.m, &cfg, starve);
+	ref_set_host(&H.m, nslots + SHM_EXTRA);
+	note("host-wide, %u thread slots", nslots);
+#else
 	if (bh_create(&cfg, &H.bh) != 0) {
 		fprintf(stderr, "bhfuzz: bh_create failed\n");
 		abort();
 	}
-	H.now = 1000;
 	bhf_attach(H.bh, &hooks, spin_ns, starve);
 	ref_init(&H.m, &cfg, starve);
+#endif
 	note("bulkhead: limit %u, queue %u, %s%s%s%s, starve %llu ns", cfg.max_concurrent,
 	     cfg.queue_capacity, cfg.flags & BH_FAIR ? "fair" : "unfair",
 	     cfg.flags & BH_NO_STATS ? ", no stats" : "",
@@ -636,6 +786,10 @@ static void finish_run(void)
 			(long long)in_flight);
 	bh_destroy(H.bh);
 	H.bh = NULL;
+#ifdef BHF_SHM
+	if (bh_shm_unlink(SHM_NAME) != 0)
+		diverge("bh_shm_unlink failed");
+#endif
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

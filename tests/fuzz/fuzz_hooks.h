@@ -24,4 +24,13 @@ struct bhf_hooks {
 void bhf_attach(bulkhead_t *bh, const struct bhf_hooks *h, uint64_t spin_ns,
 		uint64_t starve_ns);
 
+#ifdef BHF_SHM
+/* The same for a host-wide bulkhead (src/shm/hooks.h), whose waiters also
+ * sleep at most poll_ns at a time before they look for dead processes; and
+ * the geometry of the segments created from now on. */
+void bhf_attach_shm(bulkhead_t *bh, const struct bhf_hooks *h, uint64_t spin_ns,
+		    uint64_t starve_ns, uint64_t poll_ns);
+void bhf_shm_geometry(uint32_t nprocs, uint32_t nslots, uint32_t nextra);
+#endif
+
 #endif /* BH_FUZZ_HOOKS_H */

@@ -23,7 +23,8 @@ extern const unsigned bhf_nseeds;
  *           capacity (0, 1, 2, 3, 4, 6, 8, unbounded); bit 6 a head spins
  *           200 ns (so short holds pre-wake the next head); bit 7 BH_NO_STATS
  *   byte 1: bits 0-1 the starvation delay (0, 300 ns, 3 us, 1 ms); bit 2
- *           BH_TRACK_HOLD
+ *           BH_TRACK_HOLD; bit 3 (the host-wide harness, fuzz_shm_api) a
+ *           segment with 3 thread slots instead of 16
  * Each operation is an opcode byte (taken modulo BHF_NOPS) and its
  * argument bytes; a missing byte reads as 0. k is a blocking waiter (0-5,
  * from 3 bits modulo 6), j an async node (0-3), n a permit count (0-7, so 0
@@ -49,6 +50,7 @@ enum {
 #define BHF_CFG_SPIN 0x40
 #define BHF_CFG_NOSTATS 0x80
 #define BHF_CFG1_HOLD 0x04
+#define BHF_CFG1_FEWSLOTS 0x08 /* host-wide: 3 thread slots, not 16 */
 /* deadline byte: 0 forever, 1 zero, 2 now, else now + 100 ns x byte */
 #define BHF_DL_FOREVER 0
 #define BHF_DL_ZERO 1

@@ -1,5 +1,6 @@
-# Fuzz harnesses (tests/fuzz/): the core limiter against the reference model
-# (tests/ref_model.c), the command lines of bulkhead-size and bulkhead-demo,
+# Fuzz harnesses (tests/fuzz/): the core limiter and the host-wide bulkhead
+# (the same harness built with -DBHF_SHM: shm_api) against the reference
+# model (tests/ref_model.c), the command lines of bulkhead-size and bulkhead-demo,
 # the cluster endpoint strings, the host-wide segment validation, and the
 # thread pool's admission and policies. `make check` replays each harness's seeds and committed
 # corpus (tests/fuzz/corpus/<harness>/) with the normal compiler;
@@ -17,8 +18,8 @@ FUZZ_DEMO_LIBS = $(FUZZ_DEMO_OBJECTS) $(tools_bulkhead_demo_LDADD)
 
 check_PROGRAMS += tests/fuzz/replay_core tests/fuzz/replay_size_flags \
 	tests/fuzz/replay_demo_flags tests/fuzz/replay_endpoint tests/fuzz/replay_shm_hdr \
-	tests/fuzz/replay_pool
-TESTS += tests/fuzz/replay_core tests/fuzz/replay_size_flags tests/fuzz/replay_demo_flags \
+	tests/fuzz/replay_pool tests/fuzz/replay_shm_api
+TESTS += tests/fuzz/replay_core tests/fuzz/replay_shm_api tests/fuzz/replay_size_flags tests/fuzz/replay_demo_flags \
 	tests/fuzz/replay_endpoint tests/fuzz/replay_shm_hdr tests/fuzz/replay_pool
 
 # The endpoint parser is compiled into its harness (it needs no hiredis).
@@ -40,6 +41,10 @@ tests_fuzz_replay_pool_LDADD = src/libbhcore.la
 tests_fuzz_replay_core_SOURCES = $(FUZZ_CORE_SOURCES) tests/fuzz/replay.c
 tests_fuzz_replay_core_CPPFLAGS = $(FUZZ_CPPFLAGS) -DBHF_CORPUS='"$(FUZZ_CORPUS)/core"'
 tests_fuzz_replay_core_LDADD = src/libbhcore.la
+tests_fuzz_replay_shm_api_SOURCES = $(FUZZ_CORE_SOURCES) tests/fuzz/replay.c
+tests_fuzz_replay_shm_api_CPPFLAGS = $(FUZZ_CPPFLAGS) -DBHF_SHM \
+	-DBHF_CORPUS='"$(FUZZ_CORPUS)/shm_api"'
+tests_fuzz_replay_shm_api_LDADD = src/libbhcore.la
 
 tests_fuzz_replay_size_flags_SOURCES = tests/fuzz/fuzz_size_flags.c tests/fuzz/flags_common.h \
 	tests/fuzz/fuzz_seeds.h tests/fuzz/replay.c
@@ -57,7 +62,7 @@ EXTRA_tests_fuzz_replay_demo_flags_DEPENDENCIES = $(FUZZ_DEMO_OBJECTS)
 # The same harnesses with libFuzzer's driver: built only on request, in a
 # build configured for it (tests/fuzz/run.sh).
 EXTRA_PROGRAMS += tests/fuzz/fuzz_core tests/fuzz/fuzz_size_flags tests/fuzz/fuzz_demo_flags \
-	tests/fuzz/fuzz_endpoint tests/fuzz/fuzz_shm_hdr tests/fuzz/fuzz_pool
+	tests/fuzz/fuzz_endpoint tests/fuzz/fuzz_shm_hdr tests/fuzz/fuzz_pool tests/fuzz/fuzz_shm_api
 tests_fuzz_fuzz_endpoint_SOURCES = $(FUZZ_ENDPOINT_SOURCES)
 tests_fuzz_fuzz_endpoint_CPPFLAGS = $(FUZZ_ENDPOINT_CPPFLAGS)
 tests_fuzz_fuzz_endpoint_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
@@ -73,6 +78,10 @@ tests_fuzz_fuzz_core_SOURCES = $(FUZZ_CORE_SOURCES)
 tests_fuzz_fuzz_core_CPPFLAGS = $(FUZZ_CPPFLAGS)
 tests_fuzz_fuzz_core_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_core_LDADD = src/libbhcore.la
+tests_fuzz_fuzz_shm_api_SOURCES = $(FUZZ_CORE_SOURCES)
+tests_fuzz_fuzz_shm_api_CPPFLAGS = $(FUZZ_CPPFLAGS) -DBHF_SHM
+tests_fuzz_fuzz_shm_api_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_shm_api_LDADD = src/libbhcore.la
 tests_fuzz_fuzz_size_flags_SOURCES = tests/fuzz/fuzz_size_flags.c tests/fuzz/flags_common.h \
 	tests/fuzz/fuzz_seeds.h
 tests_fuzz_fuzz_size_flags_CPPFLAGS = $(FUZZ_FLAGS_CPPFLAGS)
@@ -94,7 +103,7 @@ tests_test_regress_LDADD = $(TEST_LIBS)
 TESTS += tests/test_regress
 endif
 
-FUZZ_HARNESSES = core size_flags demo_flags endpoint shm_hdr pool
+FUZZ_HARNESSES = core size_flags demo_flags endpoint shm_hdr pool shm_api
 fuzz:
 	@rc=0; top_srcdir=$(top_srcdir) MAKE="$(MAKE)" FUZZ_HARNESSES="$(FUZZ_HARNESSES)" \
 		$(SHELL) $(top_srcdir)/tests/fuzz/run.sh fuzz-build || rc=$$?; \

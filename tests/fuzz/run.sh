@@ -13,7 +13,7 @@
 set -u
 dir=$1
 : "${MAKE:=make}"
-: "${FUZZ_HARNESSES:=core size_flags demo_flags endpoint shm_hdr pool}"
+: "${FUZZ_HARNESSES:=core size_flags demo_flags endpoint shm_hdr pool shm_api}"
 secs=${BH_FUZZ_SECONDS:-60}
 srcdir=$(cd "$top_srcdir" && pwd)
 mkdir -p "$dir"
