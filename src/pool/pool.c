@@ -66,21 +66,20 @@ BHI_COLD void bhp_sample_run(struct bh_pool *p, uint64_t t0)
 /* ---- shutdown ------------------------------------------------------------ */
 
 /* Under the lock: take every queued task off. Calls are told at once (a
- * rare path: the wakes happen under the lock); plain tasks are returned as
- * a list for done after the unlock. */
-static struct bh_task *drop_queue_locked(struct bh_pool *p, uint32_t *n)
+ * rare path: the wakes happen under the lock); plain tasks go on plain,
+ * for done after the unlock. */
+static void drop_queue_locked(struct bh_pool *p, struct bhp_tasks *plain, uint32_t *n)
 {
-	struct bh_task *plain = NULL, **tail = &plain, *t;
+	struct bh_task *t;
 
 	*n = 0;
-	while ((t = p->qhead) != NULL) {
+	while ((t = bhp_tasks_first(&p->queue)) != NULL) {
 		_Atomic uint32_t *wake;
 
 		tq_remove(p, t);
 		(*n)++;
 		if (!task_is_call(t)) {
-			*tail = t;
-			tail = &t->priv.next;
+			bhp_tasks_add_tail(plain, t);
 			task_drop_queued_locked(p, t);
 			continue;
 		}
@@ -88,14 +87,14 @@ static struct bh_task *drop_queue_locked(struct bh_pool *p, uint32_t *n)
 		if (wake)
 			p->ops->wake(p->ops->ctx, wake, false);
 	}
-	return plain;
 }
 
 /* Close admission, send idle workers away; now: also drop the queue and
  * flag running tasks cancelled. Returns how many tasks were dropped. */
 static int close_pool(struct bh_pool *p, bool now)
 {
-	struct bh_task *plain = NULL, *t, *next;
+	struct bhp_tasks plain = { NULL, NULL };
+	struct bh_task *t, *next;
 	uint32_t n = 0;
 
 	pool_lock(p);
@@ -106,12 +105,11 @@ static int close_pool(struct bh_pool *p, bool now)
 	if (now) {
 		/* relaxed: a flag bh_task_cancelled polls */
 		atomic_store_explicit(&p->stop_now, true, memory_order_relaxed);
-		plain = drop_queue_locked(p, &n);
+		drop_queue_locked(p, &plain, &n);
 	}
 	bhp_dismiss_idle_locked(p);
 	pool_unlock(p);
-	for (t = plain; t; t = next) {
-		next = t->priv.next;
+	bhi_list_for_each_safe(t, next, &plain, bhp_tasks) {
 		if (t->done)
 			t->done(t, -ECANCELED);
 	}
@@ -288,7 +286,7 @@ static void configure(struct bh_pool *p, const struct bh_pool_config *cfg,
 	set_name(p, cfg->name);
 	for (uint32_t i = p->max; i-- > 0;) {
 		p->workers[i].pool = p;
-		wlist_push(&p->spare, &p->workers[i]);
+		bhp_workers_add_head(&p->spare, &p->workers[i]);
 	}
 }
 
