@@ -178,7 +178,7 @@ int bh_pool_destroy(bh_pool_t *p)
 	bh_destroy(p->adm);
 	pthread_attr_destroy(&p->attr);
 	pthread_mutex_destroy(&p->lock);
-	free(p);
+	bhi_free_aligned(p);
 	return 0;
 }
 
@@ -215,14 +215,8 @@ static int init_sync(struct bh_pool *p, size_t stack_size)
 
 static struct bh_pool *pool_alloc(uint32_t max)
 {
-	size_t size = sizeof(struct bh_pool) + max * sizeof(struct bhp_worker);
-	struct bh_pool *p;
-
-	size = (size + BHI_CACHELINE - 1) & ~(size_t)(BHI_CACHELINE - 1);
-	p = aligned_alloc(BHI_CACHELINE, size);
-	if (p)
-		memset(p, 0, size);
-	return p;
+	return bhi_zalloc_aligned(sizeof(struct bh_pool) + max * sizeof(struct bhp_worker),
+				  BHI_CACHELINE);
 }
 
 static void set_name(struct bh_pool *p, const char *name)
@@ -303,7 +297,7 @@ int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_p
 		return -ENOMEM;
 	r = init_sync(p, cfg->stack_size);
 	if (r < 0) {
-		free(p);
+		bhi_free_aligned(p);
 		return r;
 	}
 	acfg.max_concurrent = cfg->max_threads + cfg->queue_capacity;
@@ -311,7 +305,7 @@ int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_p
 	if (r < 0) {
 		pthread_attr_destroy(&p->attr);
 		pthread_mutex_destroy(&p->lock);
-		free(p);
+		bhi_free_aligned(p);
 		return r;
 	}
 	configure(p, cfg, ops);
