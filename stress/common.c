@@ -172,7 +172,8 @@ static void dump_bh(struct st_bh *sb)
 		w & W_WOKEN ? " WOKEN" : "", w & W_CLOSED ? " CLOSED" : "",
 		atomic_load(&sb->inflight), atomic_load(&sb->ceiling), atomic_load(&sb->gen),
 		core ? "" : " (core lock busy: no queue dump)");
-	for (const struct bh_qlink *l = core ? bh->queue.first : NULL; l && i < 64; l = l->next, i++) {
+	for (const struct bh_qlink *l = core ? bh->queue.first : NULL; l && i < 64;
+	     l = l->next, i++) {
 		struct st_ent *e = shadow ? shadow_find(sb, l) : NULL;
 
 		fprintf(stderr, "    queue[%u] node=%p n=%u %s waited %.3f ms ticket=%" PRIu64 "\n",
@@ -573,7 +574,8 @@ static void quiesce(struct st_bh *sb)
 	struct bh_stats s;
 
 	bh_stats(sb->bh, &s);
-	if (sb->nshadow || !st_ents_empty(&sb->granted) || s.in_flight || s.queued || atomic_load(&sb->inflight))
+	if (sb->nshadow || !st_ents_empty(&sb->granted) || s.in_flight || s.queued ||
+	    atomic_load(&sb->inflight))
 		st_fail("[%s] quiesced with in_flight=%" PRIu64 " queued=%" PRIu64
 			" (callers hold %" PRId64 ", shadow queue %u)",
 			sb->label, s.in_flight, s.queued, atomic_load(&sb->inflight), sb->nshadow);

@@ -78,11 +78,12 @@
  * deadline: -ETIMEDOUT, and calling again goes on waiting).
  *
  * ERRORS. Every function returns 0 (or a count) or a negative errno and
- * never sets errno. See bh_uring_track(3). NULL: a NULL tracker or required pointer is -EINVAL (bh_uring_destroy:
- * ignored; bh_uring_stats: zeroes *out). The per-op paths check too - the
- * check shares a branch with the op's state checks and costs nothing
- * measurable - except the inline bh_uring_owns and bh_uring_op_busy, whose
- * argument must be valid (a precondition, not checked).
+ * never sets errno. See bh_uring_track(3). NULL: a NULL tracker or
+ * required pointer is -EINVAL (bh_uring_destroy: ignored; bh_uring_stats:
+ * zeroes *out). The per-op paths check too - the check shares a branch
+ * with the op's state checks and costs nothing measurable - except the
+ * inline bh_uring_owns and bh_uring_op_busy, whose argument must be valid
+ * (a precondition, not checked).
  */
 #ifndef BULKHEAD_URING_H
 #define BULKHEAD_URING_H
