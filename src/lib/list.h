@@ -28,6 +28,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Unused ones are fine: clang warns about an unused static inline function
+ * defined in a .c file (stress/common.c uses BHI_LIST_OPS there). */
+#define BHI_LIST_FN static inline __attribute__((unused))
+
 #define BHI_LIST_DEFINE(name, T, NEXT, PREV) \
 	BHI_LIST_HEAD(name, T);              \
 	BHI_LIST_OPS(name, T, NEXT, PREV)
@@ -38,32 +42,32 @@
 	}
 
 #define BHI_LIST_OPS(name, T, NEXT, PREV)                                      \
-	static inline void name##_init(struct name *h)                         \
+	BHI_LIST_FN void name##_init(struct name *h)                         \
 	{                                                                      \
 		h->first = h->last = NULL;                                     \
 	}                                                                      \
                                                                                \
-	static inline bool name##_empty(const struct name *h)                  \
+	BHI_LIST_FN bool name##_empty(const struct name *h)                  \
 	{                                                                      \
 		return h->first == NULL;                                       \
 	}                                                                      \
                                                                                \
-	static inline T *name##_first(const struct name *h)                    \
+	BHI_LIST_FN T *name##_first(const struct name *h)                    \
 	{                                                                      \
 		return h->first;                                               \
 	}                                                                      \
                                                                                \
-	static inline T *name##_last(const struct name *h)                     \
+	BHI_LIST_FN T *name##_last(const struct name *h)                     \
 	{                                                                      \
 		return h->last;                                                \
 	}                                                                      \
                                                                                \
-	static inline T *name##_next(const T *n)                               \
+	BHI_LIST_FN T *name##_next(const T *n)                               \
 	{                                                                      \
 		return n->NEXT;                                                \
 	}                                                                      \
                                                                                \
-	static inline void name##_add_tail(struct name *h, T *n)               \
+	BHI_LIST_FN void name##_add_tail(struct name *h, T *n)               \
 	{                                                                      \
 		n->NEXT = NULL;                                                \
 		n->PREV = h->last;                                             \
@@ -74,7 +78,7 @@
 		h->last = n;                                                   \
 	}                                                                      \
                                                                                \
-	static inline void name##_add_head(struct name *h, T *n)               \
+	BHI_LIST_FN void name##_add_head(struct name *h, T *n)               \
 	{                                                                      \
 		n->PREV = NULL;                                                \
 		n->NEXT = h->first;                                            \
@@ -85,7 +89,7 @@
 		h->first = n;                                                  \
 	}                                                                      \
                                                                                \
-	static inline void name##_del(struct name *h, T *n)                    \
+	BHI_LIST_FN void name##_del(struct name *h, T *n)                    \
 	{                                                                      \
 		if (n->PREV)                                                   \
 			n->PREV->NEXT = n->NEXT;                               \
