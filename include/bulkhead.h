@@ -1,9 +1,17 @@
 /*
  * libbulkhead - keep one slow dependency from sinking a whole server.
  *
- * A bulkhead caps how many calls to one dependency are in flight at once
- * (max_concurrent permits), lets a bounded number more wait in a FIFO queue
- * (queue_capacity), and rejects the rest at once with -EBUSY.
+ * OVERVIEW. A bulkhead caps how many calls to one dependency are in flight
+ * at once (max_concurrent permits), lets a bounded number more wait in a
+ * FIFO queue (queue_capacity), and rejects the rest at once with -EBUSY.
+ *
+ * Permits, the number of queued waiters and the flag bits live in one 64-bit
+ * atomic word. Fast paths (a free permit, a release nobody waits for) are one
+ * atomic read-modify-write: no lock, no syscall, no allocation. Waiters sleep
+ * on their own futex word in an explicit FIFO queue; a release hands permits
+ * to the head waiter(s) and wakes exactly those.
+ *
+ * EXAMPLE.
  *
  *   bulkhead_t *pay;
  *   struct bh_config cfg = { .max_concurrent = 16, .queue_capacity = 32 };
@@ -12,22 +20,45 @@
  *   if (r == 0) { call_payment(); bh_release(pay, 1); }
  *   else if (r == -EBUSY || r == -ETIMEDOUT) shed_load();
  *
- * Permits, the number of queued waiters and the flag bits live in one 64-bit
- * atomic word. Fast paths (a free permit, a release nobody waits for) are one
- * atomic read-modify-write: no lock, no syscall, no allocation. Waiters sleep
- * on their own futex word in an explicit FIFO queue; a release hands permits
- * to the head waiter(s) and wakes exactly those.
+ * OWNERSHIP. bh_create allocates the bulkhead (the name is copied: cfg may
+ * go once it returns); bh_destroy frees it, when nobody is queued on it and
+ * no call is in flight (bh_close first fails every waiter). Permits are
+ * counted, not owned: any thread may release what another acquired, and a
+ * release of more than is held fails with -EOVERFLOW and changes nothing.
+ * An async node (struct bh_async) is the caller's memory; the bulkhead
+ * uses it from bh_acquire_async returning 1 until its callback has run or
+ * bh_cancel_async returned 1.
  *
- * Every function returns 0 (or a count) on success and a negative errno value
- * on failure. The library never prints, never sets errno and never aborts on
- * bad input: a NULL handle or required pointer is -EINVAL (NULL from a
- * function that returns a pointer; ignored by bh_destroy), except on the
- * per-call hot paths (bh_try_acquire, bh_acquire, bh_release, bh_record_hold,
- * bh_hist_record), where a valid handle is a precondition, so that the
- * uncontended acquire and release stay one compare-and-swap each. When more
- * than one error applies, the first in this order is returned: invalid
- * arguments (-EINVAL), closed (-ESHUTDOWN), n above the current limit
- * (-EINVAL), no room (-EBUSY). See bulkhead(7) and docs/design.md.
+ * MEMORY ORDERING. An acquire that succeeds synchronizes with the release
+ * that freed its permits, whether it took them itself or had them handed
+ * over: what the previous holder wrote before bh_release is visible to the
+ * new holder, as with a semaphore. An async node's callback with 0 comes
+ * after that release the same way. Statistics (bh_stats and the metrics)
+ * are counters and carry no ordering.
+ *
+ * THREADS, SIGNALS, CANCELLATION. Every function but bh_destroy may be
+ * called on one bulkhead from any number of threads at once. A waiting
+ * bh_acquire is never cut short by a signal (no -EINTR: the wait resumes
+ * with the same absolute deadline). bh_acquire is a cancellation point only
+ * while it waits: a cancelled waiter leaves the queue holding nothing (a
+ * grant that raced the cancellation goes to the next waiter); a call that
+ * takes its permits or fails at once leaves a pending request to the next
+ * cancellation point. No function is async-signal-safe (the slow paths take
+ * a mutex). An async node's callback runs on the thread that granted or
+ * failed it, under the bulkhead's internal lock: it must be short and must
+ * not call into the same bulkhead.
+ *
+ * ERRORS. Every function returns 0 (or a count) on success and a negative
+ * errno value on failure. The library never prints, never sets errno and
+ * never aborts on bad input: a NULL handle or required pointer is -EINVAL
+ * (NULL from a function that returns a pointer; ignored by bh_destroy),
+ * except on the per-call hot paths (bh_try_acquire, bh_acquire, bh_release,
+ * bh_record_hold, bh_hist_record), where a valid handle is a precondition,
+ * so that the uncontended acquire and release stay one compare-and-swap
+ * each. When more than one error applies, the first in this order is
+ * returned: invalid arguments (-EINVAL), closed (-ESHUTDOWN), n above the
+ * current limit (-EINVAL), no room (-EBUSY). See bulkhead(7) and
+ * docs/design.md.
  */
 #ifndef BULKHEAD_H
 #define BULKHEAD_H

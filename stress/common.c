@@ -50,8 +50,10 @@ struct st_ent {
 	uint64_t ticket, queued_ns, granted_ns;
 	uint32_t n;
 	int state;
-	struct st_ent *next, *prev;
+	struct st_ent *next, *prev; /* on sb->shadow or sb->granted */
 };
+
+BHI_LIST_OPS(st_ents, struct st_ent, next, prev)
 
 /* ---- the run ------------------------------------------------------------ */
 
@@ -147,7 +149,9 @@ static const char *kind_name(uint32_t kind)
 
 static struct st_ent *shadow_find(struct st_bh *sb, const struct bh_qlink *l)
 {
-	for (struct st_ent *e = sb->shead; e; e = e->next)
+	struct st_ent *e;
+
+	bhi_list_for_each(e, &sb->shadow, st_ents)
 		if (e->l == l)
 			return e;
 	return NULL;
@@ -168,7 +172,8 @@ static void dump_bh(struct st_bh *sb)
 		w & W_WOKEN ? " WOKEN" : "", w & W_CLOSED ? " CLOSED" : "",
 		atomic_load(&sb->inflight), atomic_load(&sb->ceiling), atomic_load(&sb->gen),
 		core ? "" : " (core lock busy: no queue dump)");
-	for (const struct bh_qlink *l = core ? bh->head : NULL; l && i < 64; l = l->next, i++) {
+	for (const struct bh_qlink *l = core ? bh->queue.first : NULL; l && i < 64;
+	     l = l->next, i++) {
 		struct st_ent *e = shadow ? shadow_find(sb, l) : NULL;
 
 		fprintf(stderr, "    queue[%u] node=%p n=%u %s waited %.3f ms ticket=%" PRIu64 "\n",
@@ -176,11 +181,11 @@ static void dump_bh(struct st_bh *sb)
 			(double)(now - l->enqueued_ns) / 1e6, e ? e->ticket : 0);
 	}
 	i = 0;
-	for (struct st_ent *e = shadow ? sb->shead : NULL; e && i < 64; e = e->next, i++)
+	for (struct st_ent *e = shadow ? sb->shadow.first : NULL; e && i < 64; e = e->next, i++)
 		fprintf(stderr, "    shadow ticket=%" PRIu64 " n=%u node=%p queued %.3f ms ago\n",
 			e->ticket, e->n, (const void *)e->l, (double)(now - e->queued_ns) / 1e6);
 	i = 0;
-	for (struct st_ent *e = shadow ? sb->granted : NULL; e && i < 64; e = e->next, i++)
+	for (struct st_ent *e = shadow ? sb->granted.first : NULL; e && i < 64; e = e->next, i++)
 		fprintf(stderr, "    granted ticket=%" PRIu64 " n=%u node=%p %.3f ms ago, owner "
 			"not back yet\n", e->ticket, e->n, (const void *)e->l,
 			(double)(now - e->granted_ns) / 1e6);
@@ -380,7 +385,7 @@ static uint64_t st_now(void *ctx)
 
 static bool in_real_queue(struct st_bh *sb, const struct bh_qlink *l)
 {
-	for (const struct bh_qlink *q = sb->bh->head; q; q = q->next)
+	for (const struct bh_qlink *q = sb->bh->queue.first; q; q = q->next)
 		if (q == l)
 			return true;
 	return false;
@@ -388,15 +393,7 @@ static bool in_real_queue(struct st_bh *sb, const struct bh_qlink *l)
 
 static void shadow_unlink(struct st_bh *sb, struct st_ent *e)
 {
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		sb->shead = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		sb->stail = e->prev;
-	e->next = e->prev = NULL;
+	st_ents_del(&sb->shadow, e);
 	sb->nshadow--;
 }
 
@@ -422,7 +419,7 @@ static void on_queued(void *ctx, const struct bh_qlink *l)
 	shadow_lock(sb);
 	if (!e || e->sb != sb || e->state != SE_NONE)
 		st_fail("a node joined the queue on a thread that is not acquiring from it");
-	if (sb->bh->tail != l)
+	if (sb->bh->queue.last != l)
 		st_fail("a node joined the queue somewhere other than the tail");
 	if (l->n != e->n)
 		st_fail("a node for %u permits joined for a caller who asked for %u", l->n, e->n);
@@ -432,12 +429,7 @@ static void on_queued(void *ctx, const struct bh_qlink *l)
 	e->ticket = ++sb->tickets;
 	e->queued_ns = bh_now_ns();
 	e->state = SE_QUEUED;
-	e->prev = sb->stail;
-	if (sb->stail)
-		sb->stail->next = e;
-	else
-		sb->shead = e;
-	sb->stail = e;
+	st_ents_add_tail(&sb->shadow, e);
 	sb->nshadow++;
 	shadow_unlock(sb);
 	held_core = NULL;
@@ -446,9 +438,9 @@ static void on_queued(void *ctx, const struct bh_qlink *l)
 /* The real queue must be a subsequence of the shadow (arrival order). */
 static void check_order(struct st_bh *sb)
 {
-	struct st_ent *e = sb->shead;
+	struct st_ent *e = st_ents_first(&sb->shadow);
 
-	for (const struct bh_qlink *q = sb->bh->head; q; q = q->next) {
+	for (const struct bh_qlink *q = sb->bh->queue.first; q; q = q->next) {
 		while (e && e->l != q)
 			e = e->next;
 		if (!e)
@@ -473,7 +465,7 @@ static void on_granted(void *ctx, const struct bh_qlink *l)
 			"never joined)", (const void *)l);
 	if (in_real_queue(sb, l))
 		st_fail("node %p was granted but is still linked in the queue", (const void *)l);
-	for (struct st_ent *p = sb->shead; p != e; p = p->next)
+	for (struct st_ent *p = st_ents_first(&sb->shadow); p != e; p = p->next)
 		if (in_real_queue(sb, p->l))
 			st_fail("FIFO: ticket %" PRIu64 " (n=%u) was granted while the older ticket %"
 				PRIu64 " (n=%u) is still queued", e->ticket, e->n, p->ticket, p->n);
@@ -481,10 +473,7 @@ static void on_granted(void *ctx, const struct bh_qlink *l)
 	e->state = SE_GRANTED;
 	shadow_unlink(sb, e);
 	e->granted_ns = bh_now_ns();
-	e->next = sb->granted;
-	if (sb->granted)
-		sb->granted->prev = e;
-	sb->granted = e;
+	st_ents_add_head(&sb->granted, e);
 	atomic_fetch_add_explicit(&sb->checks[SC_FIFO], 1, memory_order_relaxed);
 	shadow_unlock(sb);
 	held_core = NULL;
@@ -585,7 +574,8 @@ static void quiesce(struct st_bh *sb)
 	struct bh_stats s;
 
 	bh_stats(sb->bh, &s);
-	if (sb->nshadow || sb->granted || s.in_flight || s.queued || atomic_load(&sb->inflight))
+	if (sb->nshadow || !st_ents_empty(&sb->granted) || s.in_flight || s.queued ||
+	    atomic_load(&sb->inflight))
 		st_fail("[%s] quiesced with in_flight=%" PRIu64 " queued=%" PRIu64
 			" (callers hold %" PRId64 ", shadow queue %u)",
 			sb->label, s.in_flight, s.queued, atomic_load(&sb->inflight), sb->nshadow);
@@ -759,13 +749,7 @@ static int resolve(struct st_bh *sb, struct st_ent *e)
 	} else if (s == SE_GRANTED) {
 		uint64_t woke = bh_now_ns() - e->granted_ns;
 
-		if (e->prev)
-			e->prev->next = e->next;
-		else
-			sb->granted = e->next;
-		if (e->next)
-			e->next->prev = e->prev;
-		e->next = e->prev = NULL;
+		st_ents_del(&sb->granted, e);
 		sb->wake_max_ns = woke > sb->wake_max_ns ? woke : sb->wake_max_ns;
 	}
 	shadow_unlock(sb);
@@ -834,7 +818,7 @@ static void check_no_barging(struct st_bh *sb, uint64_t before)
 	pthread_mutex_lock(&sb->bh->lock);
 	held_core = sb;
 	shadow_lock(sb);
-	for (struct st_ent *p = sb->shead; p && p->ticket <= before; p = p->next)
+	for (struct st_ent *p = st_ents_first(&sb->shadow); p && p->ticket <= before; p = p->next)
 		if (in_real_queue(sb, p->l))
 			st_fail("BH_FAIR barging: permits taken directly while ticket %" PRIu64
 				" (n=%u), queued before the call began, is still queued", p->ticket, p->n);
@@ -1073,7 +1057,7 @@ static void watch_leak(struct st_bh *sb, uint64_t w, unsigned queued, uint64_t n
 {
 	int64_t taken = (int64_t)w_limit(w) - w_avail(w);
 
-	if (!queued || (w & W_CLOSED) || taken <= 0 || sb->granted ||
+	if (!queued || (w & W_CLOSED) || taken <= 0 || !st_ents_empty(&sb->granted) ||
 	    atomic_load_explicit(&sb->inflight, memory_order_relaxed) != 0) {
 		sb->leak_since = 0;
 		return;
@@ -1099,7 +1083,7 @@ static void watch_one(struct st_bh *sb)
 	pthread_mutex_lock(&bh->lock);
 	held_core = sb;
 	w = bhi_word(bh);
-	head = bh->head;
+	head = bh->queue.first;
 	for (const struct bh_qlink *q = head; q; q = q->next) {
 		if (++m > BH_QUEUE_MAX)
 			st_fail("[%s] the queue is cyclic", sb->label);
@@ -1128,7 +1112,7 @@ static void watch_one(struct st_bh *sb)
 	}
 	now = bh_now_ns();
 	shadow_lock(sb);
-	for (struct st_ent *e = sb->granted; e; e = e->next)
+	for (struct st_ent *e = st_ents_first(&sb->granted); e; e = e->next)
 		if (now > e->granted_ns && now - e->granted_ns > st.watchdog_ns)
 			st_fail("[%s] lost wakeup: ticket %" PRIu64 " (n=%u) was granted %.0f ms ago "
 				"and its owner has not returned", sb->label, e->ticket, e->n,

@@ -42,6 +42,7 @@
 #include "bulkhead.h"
 #include "core/internal.h"
 #include "lib/compiler.h"
+#include "lib/list.h"
 
 /* ---- the run ------------------------------------------------------------ */
 
@@ -115,6 +116,7 @@ enum st_check { SC_INFLIGHT, SC_RESULT, SC_FIFO, SC_BARGING, SC_DEADLINE, SC_WAT
 		SC_N };
 
 struct st_ent;
+BHI_LIST_HEAD(st_ents, struct st_ent);
 
 struct st_bh {
 	bulkhead_t *bh;
@@ -157,7 +159,7 @@ struct st_bh {
 	 * lock; callers take it alone. Granted entries move to the granted
 	 * list until their owner returns. */
 	pthread_mutex_t slock;
-	struct st_ent *shead, *stail, *granted;
+	struct st_ents shadow, granted;
 	uint64_t tickets;
 	uint32_t nshadow;
 	uint64_t wake_max_ns; /* grant to the owner's return, under slock */

@@ -16,6 +16,13 @@ tests_test_layer_SOURCES = tests/test_layer.c tests/testutil.h
 tests_test_layer_CFLAGS = $(TEST_CFLAGS)
 tests_test_layer_LDADD = $(TEST_LIBS)
 TESTS += tests/test_layer
+
+# The shared intrusive list (src/lib/list.h).
+check_PROGRAMS += tests/test_list
+tests_test_list_SOURCES = tests/test_list.c
+tests_test_list_CFLAGS = $(TEST_CFLAGS)
+tests_test_list_LDADD = $(CMOCKA_LIBS)
+TESTS += tests/test_list
 endif
 
 # Only bh_* leaves the shared library.

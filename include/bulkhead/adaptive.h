@@ -1,11 +1,13 @@
 /*
- * libbulkhead adaptive limits: the bulkhead finds its own size from the
+ * OVERVIEW. libbulkhead adaptive limits: the bulkhead finds its own size from the
  * latency it measures.
  *
  * A static limit is right only for the conditions it was computed under.
  * A controller attached to a bulkhead watches how long calls take and
  * moves the bulkhead's limit (bh_set_limit: growing grants queued waiters,
- * shrinking never blocks and drains) between a floor and a ceiling:
+ * shrinking never blocks and drains) between a floor and a ceiling.
+ *
+ * EXAMPLE.
  *
  *   bh_adaptive_t *ctl;
  *   if (bh_adaptive_attach(pay, NULL, &ctl) < 0) ...     // the defaults
@@ -56,9 +58,32 @@
  * controller) are there to compare with and for those who want them. See
  * bh_adaptive_attach(3) and docs/adaptive.md.
  *
- * Every function that returns int returns 0 or a negative errno. NULL
- * handles: -EINVAL where a function returns int; bh_adaptive_sample takes
- * a valid handle (hot path); bh_adaptive_detach ignores NULL.
+ * OWNERSHIP. bh_adaptive_attach allocates the controller (about 60 KB)
+ * and sets the starting limit before it returns; bh_adaptive_detach frees
+ * it (NULL is ignored) and leaves the limit where it is. Detach before
+ * bh_destroy of the bulkhead, and let nobody call bh_adaptive_sample on the
+ * controller during or after the detach. While a controller is attached,
+ * only it should change the limit: a bh_set_limit from elsewhere is
+ * overwritten at the next change.
+ *
+ * MEMORY ORDERING. None is promised to callers: a sample is a number, the
+ * limit it leads to is published through bh_set_limit, and a sample that
+ * races a window's close is counted in the next window. The limit's own
+ * effect on waiters is the bulkhead's (bulkhead.h).
+ *
+ * THREADS, SIGNALS, CANCELLATION. bh_adaptive_sample may be called from
+ * any number of threads at once (see WINDOWS), but not from a bh_async
+ * callback, and is not async-signal-safe. No function is a cancellation
+ * point; bh_adaptive_attach takes the bulkhead's lock once, and
+ * bh_adaptive_detach may wait (yielding) for a sample in progress on
+ * another thread.
+ *
+ * ERRORS. Every function that returns int returns 0 or a negative errno.
+ * bh_adaptive_attach: -EINVAL (NULL bh or out, a bad configuration),
+ * -EBUSY (a controller is attached already), -ENOMEM, -ENOSPC (a host-wide
+ * bulkhead with every process slot taken). NULL handles: -EINVAL where a
+ * function returns int; bh_adaptive_sample takes a valid handle (hot
+ * path); bh_adaptive_detach ignores NULL.
  */
 #ifndef BULKHEAD_ADAPTIVE_H
 #define BULKHEAD_ADAPTIVE_H

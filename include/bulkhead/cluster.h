@@ -1,6 +1,8 @@
 /*
- * libbulkhead cluster bulkheads: one concurrency limit shared by every
+ * OVERVIEW. libbulkhead cluster bulkheads: one concurrency limit shared by every
  * instance of a service, kept in Redis, with the local fast path kept.
+ *
+ * EXAMPLE.
  *
  *   struct bh_cluster_config cc = {
  *           .endpoint = "redis://10.0.0.5:6379", .name = "payment",
@@ -18,7 +20,39 @@
  * with BH_CLUSTER_MANUAL) renews the lease every renew_ns, reporting the
  * instance's demand; the store splits the limit max-min fairly, atomically
  * and on its own clock, and never grants a permit that another instance may
- * still hold. See bh_cluster_open(3), bulkhead(7) and docs/cluster.md.
+ * still hold.
+ *
+ * OWNERSHIP. bh_cluster_open returns a bulkhead_t the caller owns
+ * (credentials are kept in memory only to log in again after a reconnect,
+ * and cleared at bh_destroy). bh_destroy stops the
+ * renewals and gives the share back at once (one store request, at most
+ * timeout_ns). Do not call bh_set_limit on it: the next renewal sets the
+ * limit again.
+ *
+ * MEMORY ORDERING. Within the process, a local bulkhead's (bulkhead.h):
+ * an acquire synchronizes with the release that freed its permits. Nothing
+ * is ordered across instances: the store bounds how many permits the
+ * instances hold together (outside the failure windows of bh_cluster_open(3):
+ * fallback limits, permits that outlive a lease, a store that lost its
+ * data), it does not carry memory.
+ *
+ * THREADS, SIGNALS, CANCELLATION. The handle takes every call of
+ * <bulkhead.h> from any thread, with the same signal and cancellation
+ * rules. The background renewal thread blocks every signal and may block
+ * in getaddrinfo(3) when it reconnects. With BH_CLUSTER_MANUAL,
+ * bh_cluster_step is called from one thread at a time (concurrent calls
+ * are serialised by a lock), is not a cancellation point, and signals do
+ * not cut its waits short. After fork(2) the child has no renewal thread:
+ * open cluster bulkheads in the child.
+ *
+ * ERRORS. Negative errno values, never errno. bh_cluster_open: -EINVAL
+ * (bad configuration or endpoint), -EPROTONOSUPPORT (TLS, another lease
+ * protocol version, no script support), -EHOSTUNREACH (store unreachable),
+ * -ETIMEDOUT (no answer within timeout_ns), -EACCES (authentication or
+ * permissions), -EEXIST (the store holds this limit with another
+ * global_limit or lease_ns), -ENOTUNIQ (the key is someone else's),
+ * -EAGAIN (store loading or busy), -EPROTO (unexpected answer), -ENOMEM,
+ * -EMFILE. See bh_cluster_open(3), bulkhead(7) and docs/cluster.md.
  */
 #ifndef BULKHEAD_CLUSTER_H
 #define BULKHEAD_CLUSTER_H

@@ -1,6 +1,8 @@
 /*
- * libbulkhead metrics export: the Prometheus text exposition format (0.0.4)
+ * OVERVIEW. libbulkhead metrics export: the Prometheus text exposition format (0.0.4)
  * and a compact JSON form, for one or many bulkheads.
+ *
+ * EXAMPLE.
  *
  *   bulkhead_t *all[] = { payment, inventory };
  *   struct bh_metric_set set = { .bulkheads = all, .n_bulkheads = 2 };
@@ -23,6 +25,29 @@
  * _queued, _largest_threads, _abandoned_running, _core_threads, _max_threads,
  * _queue_capacity (gauges); bulkhead_pool_{submitted,completed,abandoned,
  * discarded,caller_ran,rejected}_total (counters).
+ *
+ * OWNERSHIP. The set and the bulkheads and pools it names stay the
+ * caller's; the functions only read them, and write into the caller's
+ * buffer or stream (the text is cut to fit a buffer, NUL-terminated when
+ * len > 0). Each call allocates one snapshot per bulkhead (about 10 KB) and
+ * frees it before returning.
+ *
+ * MEMORY ORDERING. None is promised between the export and the bulkheads'
+ * users: each bulkhead is read with bh_stats, its gauges at one instant,
+ * its counters and histograms right after, so the figures of one bulkhead
+ * are consistent with each other, not with what another thread did a
+ * moment before.
+ *
+ * THREADS, SIGNALS, CANCELLATION. Safe from any thread while the bulkheads
+ * and pools are in use (not while they are destroyed). Not
+ * async-signal-safe (it allocates). The _file variants write with stdio,
+ * whose calls may be cancellation points; the others are not.
+ *
+ * ERRORS. bh_metrics_prometheus and bh_metrics_json return the length of
+ * the whole text (>= len: it was cut; call again with the returned length
+ * + 1). Errors are negative errno values: -EINVAL (a NULL set, a NULL
+ * array with a count above 0 or a NULL entry, a NULL buf with len > 0),
+ * -ENOMEM, and -EIO from the _file variants when a write fails.
  */
 #ifndef BULKHEAD_METRICS_H
 #define BULKHEAD_METRICS_H

@@ -1,5 +1,5 @@
 /*
- * libbulkhead thread pools: isolate a dependency that only offers a blocking
+ * OVERVIEW. libbulkhead thread pools: isolate a dependency that only offers a blocking
  * API (an old database driver, getaddrinfo, a vendor SDK) on its own small
  * set of threads, so that when it slows down it ties up those threads only.
  *
@@ -16,8 +16,8 @@
  *
  * Threads above core_threads exit after keep_alive_ns without work.
  *
- * Tasks are nodes the caller owns, usually embedded in its own struct, so
- * submitting allocates nothing:
+ * EXAMPLE. Tasks are nodes the caller owns, usually embedded in its own
+ * struct, so submitting allocates nothing:
  *
  *   struct lookup { struct bh_task task; const char *host; int err; };
  *
@@ -63,9 +63,26 @@
  * happens before run; everything run wrote happens before done, and before
  * bh_pool_call returns 0.
  *
- * Run and done are never called with a library lock held: they may submit
- * to the same pool (beware of waiting on a full pool from its own thread).
- * Pool threads block every signal. See bh_pool_create(3) and docs/pool.md.
+ * THREADS, SIGNALS, CANCELLATION. Every function may be called from any
+ * thread, on one pool from many at once, except bh_pool_destroy (last, and
+ * never from a pool thread: -EDEADLK). Run and done are never called with a
+ * library lock held: they may submit to the same pool (beware of waiting on
+ * a full pool from its own thread). Pool threads block every signal. Signals
+ * do not cut bh_pool_call's wait short (the wait resumes against the same
+ * absolute deadline). bh_pool_call is a cancellation point while it waits:
+ * a cancelled caller gives up as on a timeout (and if the task had already
+ * completed, done(task, 0) is called so that its resources are freed); a
+ * call that does not wait leaves a pending request to the next cancellation
+ * point. bh_task_cancelled tells a running task that nobody waits for it.
+ *
+ * ERRORS. Negative errno values, never errno, in the order of bulkhead.h:
+ * -EINVAL (a NULL pool, task or run; a bad configuration), -ESHUTDOWN (the
+ * pool is shutting down), -ETIMEDOUT (bh_pool_call: a deadline already
+ * past, or the wait ended), then -EBUSY (full, BH_POOL_ABORT; or what the
+ * policy does) and -EAGAIN (a thread was needed and could not be
+ * created). bh_pool_call also returns -ECANCELED (dropped while queued),
+ * bh_pool_create -ENOMEM, bh_pool_destroy -EDEADLK. See bh_pool_create(3)
+ * and docs/pool.md.
  */
 #ifndef BULKHEAD_POOL_H
 #define BULKHEAD_POOL_H

@@ -1,5 +1,5 @@
 /*
- * libbulkhead for io_uring: a permit follows the operation, not the caller.
+ * OVERVIEW. libbulkhead for io_uring: a permit follows the operation, not the caller.
  *
  * A permit taken for an io_uring operation goes back when the kernel posts
  * that operation's final CQE - the first CQE for it without IORING_CQE_F_MORE
@@ -12,6 +12,8 @@
  * One tracker (bh_uring_t) per ring, used by the thread that owns the ring.
  * An operation is an intrusive record (struct bh_uring_op) embedded in the
  * caller's request; nothing is allocated per operation.
+ *
+ * EXAMPLE.
  *
  *   struct req { struct bh_uring_op op; char buf[512]; };   // zeroed
  *
@@ -26,11 +28,22 @@
  *   ...
  *   bh_uring_reap(t, on_cqe, loop);  // all CQEs; permits back at final CQEs
  *
- * The tracker owns every CQE whose user_data has BH_URING_UD_TAG in its top
+ * OWNERSHIP. An operation record is the caller's memory; the tracker uses
+ * it from the call that queues or tracks it until it is idle again
+ * (bh_uring_op_busy false: its final CQE was reaped, or it never got its
+ * permits), and only then may it be reused or freed. An all-zero record is
+ * idle. The tracker owns every CQE whose user_data has BH_URING_UD_TAG in its top
  * byte (bh_uring_owns): its operations' and its helper SQEs' (kernel cancels,
  * linked timeouts, the wake-up poll), which never release anything. Give
  * your own SQEs any other user_data, and hand every CQE to the tracker
  * (bh_uring_reap, or bh_uring_complete from your own loop).
+ *
+ * MEMORY ORDERING. The permits' ordering is the bulkhead's (bulkhead.h):
+ * the release at an operation's final CQE synchronizes with the next
+ * acquire of those permits. A grant made on another thread reaches the
+ * owner through the lock-free list (a release push paired with the
+ * owner's acquire exchange), so the grant callback sees what the granter
+ * saw.
  *
  * Never blocking the loop: bh_uring_wait queues an operation for permits in
  * the bulkhead's FIFO - the same queue and fairness as blocking waiters.
@@ -57,15 +70,20 @@
  * Build with: cc app.c $(pkg-config --cflags --libs bulkhead-uring)
  * (this header needs liburing; add --static for a static link).
  *
- * Every function returns 0 (or a count) or a negative errno, never sets
- * errno and never blocks, except bh_uring_drain, which waits for the kernel.
- * Trackers are not thread-safe: one owner thread each. See bh_uring_track(3).
+ * THREADS, SIGNALS, CANCELLATION. Trackers are not thread-safe: every call
+ * on a tracker, and every submission to its ring, belongs to the thread
+ * that owns the ring; only grants cross threads (a permit may be released
+ * on any thread), and the library carries those itself. No function
+ * blocks, except bh_uring_drain, which waits for the kernel (until its
+ * deadline: -ETIMEDOUT, and calling again goes on waiting).
  *
- * NULL: a NULL tracker or required pointer is -EINVAL (bh_uring_destroy:
- * ignored; bh_uring_stats: zeroes *out). The per-op paths check too - the
- * check shares a branch with the op's state checks and costs nothing
- * measurable - except the inline bh_uring_owns and bh_uring_op_busy, whose
- * argument must be valid (a precondition, not checked).
+ * ERRORS. Every function returns 0 (or a count) or a negative errno and
+ * never sets errno. See bh_uring_track(3). NULL: a NULL tracker or
+ * required pointer is -EINVAL (bh_uring_destroy: ignored; bh_uring_stats:
+ * zeroes *out). The per-op paths check too - the check shares a branch
+ * with the op's state checks and costs nothing measurable - except the
+ * inline bh_uring_owns and bh_uring_op_busy, whose argument must be valid
+ * (a precondition, not checked).
  */
 #ifndef BULKHEAD_URING_H
 #define BULKHEAD_URING_H

@@ -438,16 +438,13 @@ int bha_create(const struct bh_adaptive_config *cfg, const struct bha_target *tg
 	static const struct bh_adaptive_config zero;
 	struct bha_verdict v;
 	bh_adaptive_t *a;
-	int saved = errno; /* the library never sets errno */
 
 	if (!tgt || !out || bha_check_config(cfg) < 0)
 		return -EINVAL;
 	cfg = cfg ? cfg : &zero;
-	a = aligned_alloc(64, (sizeof(*a) + 63) & ~(size_t)63);
-	errno = saved;
+	a = bhi_zalloc_aligned(sizeof(*a), BHI_CACHELINE);
 	if (!a)
 		return -ENOMEM;
-	memset(a, 0, sizeof(*a));
 	a->tgt = *tgt;
 	a->clock = real_clock;
 	a->coarse = coarse_clock;
@@ -483,7 +480,7 @@ void bha_start(bh_adaptive_t *a)
 
 void bha_destroy(bh_adaptive_t *a)
 {
-	free(a);
+	bhi_free_aligned(a);
 }
 
 void bha_set_clock(bh_adaptive_t *a, uint64_t (*now)(void *ctx), void *ctx)

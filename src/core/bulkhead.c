@@ -68,15 +68,11 @@ static void set_name(struct bulkhead *bh, const char *name)
 static struct bulkhead *alloc_bulkhead(size_t size, bool hold)
 {
 	int saved = errno; /* the library never sets errno, even on ENOMEM */
-	struct bulkhead *bh =
-		aligned_alloc(BHI_CACHELINE, (size + BHI_CACHELINE - 1) & ~(size_t)(BHI_CACHELINE - 1));
+	struct bulkhead *bh = bhi_zalloc_aligned(size, BHI_CACHELINE);
 
-	if (bh) {
-		memset(bh, 0, size);
-		if (hold && !(bh->hold = calloc(BHI_HOLD_SHARDS, sizeof(*bh->hold)))) {
-			free(bh);
-			bh = NULL;
-		}
+	if (bh && hold && !(bh->hold = calloc(BHI_HOLD_SHARDS, sizeof(*bh->hold)))) {
+		bhi_free_aligned(bh);
+		bh = NULL;
 	}
 	errno = saved;
 	return bh;
@@ -98,7 +94,7 @@ int bh_create(const struct bh_config *cfg, bulkhead_t **out)
 		return -ENOMEM;
 	if (pthread_mutex_init(&bh->lock, NULL) != 0) {
 		free(bh->hold);
-		free(bh);
+		bhi_free_aligned(bh);
 		return -ENOMEM;
 	}
 	set_name(bh, cfg->name);
@@ -126,7 +122,7 @@ void bh_destroy(bulkhead_t *bh)
 	}
 	pthread_mutex_destroy(&bh->lock);
 	free(bh->hold);
-	free(bh);
+	bhi_free_aligned(bh);
 }
 
 const char *bh_name(const bulkhead_t *bh)

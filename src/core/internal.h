@@ -11,6 +11,7 @@
 
 #include "bulkhead.h"
 #include "lib/compiler.h"
+#include "lib/list.h"
 
 #define BHI_SPIN_NS (20 * BH_USEC) /* a head waiter's spin budget */
 
@@ -116,6 +117,9 @@ void bhi_hist_read(const struct bhi_hist *h, struct bh_hist *out);
 
 struct bhk_sink;
 
+/* The waiter queue: struct bhi_qlist and bhi_qlist_*() (lib/list.h). */
+BHI_LIST_DEFINE(bhi_qlist, struct bh_qlink, next, prev)
+
 struct bulkhead {
 	/* Line 1: what every fast path reads. */
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t word;
@@ -133,7 +137,7 @@ struct bulkhead {
 
 	/* Line 2: the slow path. */
 	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
-	struct bh_qlink *head, *tail; /* FIFO queue, under lock */
+	struct bhi_qlist queue; /* FIFO, under lock */
 	const struct bhi_sync_ops *ops;
 	uint64_t starve_ns;     /* unfair mode: at most one fair handoff per */
 	uint64_t fair_after_ns; /* when the next one may happen */

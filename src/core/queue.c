@@ -44,30 +44,6 @@ static inline struct sync_waiter *as_sync(struct bh_qlink *l)
 
 /* ---- the queue and waking (all under bh->lock) --------------------------- */
 
-static void q_append(struct bulkhead *bh, struct bh_qlink *l)
-{
-	l->next = NULL;
-	l->prev = bh->tail;
-	if (bh->tail)
-		bh->tail->next = l;
-	else
-		bh->head = l;
-	bh->tail = l;
-}
-
-static void q_remove(struct bulkhead *bh, struct bh_qlink *l)
-{
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		bh->head = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	else
-		bh->tail = l->prev;
-	l->next = l->prev = NULL;
-}
-
 static void wb_flush(struct wake_batch *wb)
 {
 	for (unsigned i = 0; i < wb->n; i++)
@@ -135,14 +111,14 @@ static void finish(struct bulkhead *bh, struct bh_qlink *l, int result, struct w
 static void unqueue(struct bulkhead *bh, struct bh_qlink *l)
 {
 	uint64_t w = load_word(bh), nw;
-	bool was_head = bh->head == l;
+	bool was_head = bhi_qlist_first(&bh->queue) == l;
 
 	do {
 		nw = w - W_NQ_ONE;
 		if (was_head)
 			nw &= ~(W_WOKEN | W_STARVING);
 	} while (!cas_word(bh, &w, nw));
-	q_remove(bh, l);
+	bhi_qlist_del(&bh->queue, l);
 }
 
 static void observe_grant(struct bulkhead *bh, const struct bh_qlink *l)
@@ -176,7 +152,7 @@ static void note_grant(struct bulkhead *bh)
 
 static void prewake_head(struct bulkhead *bh, struct wake_batch *wb)
 {
-	struct bh_qlink *h = bh->head;
+	struct bh_qlink *h = bhi_qlist_first(&bh->queue);
 	uint32_t expect = WS_SLEEPING;
 
 	/* acq_rel: pairs with the owner's acq_rel CAS to SLEEPING in
@@ -203,9 +179,9 @@ static void serve(struct bulkhead *bh, struct wake_batch *wb)
 {
 	struct bh_qlink *h;
 
-	if (bh->head && gate_shut(bh))
+	if (!bhi_qlist_empty(&bh->queue) && gate_shut(bh))
 		return;
-	while ((h = bh->head) != NULL) {
+	while ((h = bhi_qlist_first(&bh->queue)) != NULL) {
 		uint64_t w = load_word(bh), nw;
 		bool handoff;
 
@@ -221,7 +197,7 @@ static void serve(struct bulkhead *bh, struct wake_batch *wb)
 			notify(h, WS_WOKEN, wb);
 			return;
 		}
-		q_remove(bh, h);
+		bhi_qlist_del(&bh->queue, h);
 		observe_grant(bh, h);
 		finish(bh, h, 0, wb);
 		note_grant(bh);
@@ -250,7 +226,7 @@ static int admit(struct bulkhead *bh, struct bh_qlink *l)
 	} while (!cas_word(bh, &w, nw));
 	if (take)
 		return 0;
-	q_append(bh, l);
+	bhi_qlist_add_tail(&bh->queue, l);
 	if (bh->ops->queued)
 		bh->ops->queued(bh->ops->ctx, l);
 	return 1;
@@ -335,7 +311,7 @@ static bool compete(struct bulkhead *bh, struct sync_waiter *sw)
 			nw |= W_STARVING;
 	} while (!cas_word(bh, &w, nw));
 	if (won) {
-		q_remove(bh, &sw->link);
+		bhi_qlist_del(&bh->queue, &sw->link);
 		observe_grant(bh, &sw->link);
 		dispatch(bh, &wb);
 	} else {
@@ -477,7 +453,7 @@ int bhi_acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline)
 	atomic_init(&sw.state, WS_WAITING);
 	lock(bh, &wb);
 	r = admit(bh, &sw.link);
-	if (r == 1 && bh->head != &sw.link) /* not next: no point spinning */
+	if (r == 1 && bhi_qlist_first(&bh->queue) != &sw.link) /* not next: no point spinning */
 		atomic_store_explicit(&sw.state, WS_SLEEPING, memory_order_relaxed);
 	unlock(bh, &wb);
 	if (r == 1) {
@@ -549,10 +525,10 @@ int bh_cancel_async(bulkhead_t *bh, struct bh_async *node)
 /* Fail every queued waiter whose request is unsatisfiable or moot. */
 static void fail_waiters(struct bulkhead *bh, uint32_t above_n, int result, struct wake_batch *wb)
 {
-	struct bh_qlink *l = bh->head, *next;
+	struct bh_qlink *l, *next;
 
-	for (; l; l = next) {
-		next = l->next;
+	for (l = bhi_qlist_first(&bh->queue); l; l = next) {
+		next = bhi_qlist_next(l);
 		if (l->n > above_n) {
 			unqueue(bh, l);
 			finish(bh, l, result, wb);

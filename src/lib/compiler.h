@@ -4,7 +4,10 @@
 #ifndef BHI_COMPILER_H
 #define BHI_COMPILER_H
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Branch hints: the fast paths are laid out for the common case. */
 #define BHI_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -30,5 +33,27 @@
 /* The structure that embeds the member p points to. */
 #define bhi_container_of(p, type, member) \
 	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/* size bytes aligned to align (a power of two), zeroed, or NULL when out of
+ * memory (the callers return -ENOMEM). The block is rounded up to a
+ * multiple of align, as aligned_alloc requires, and all of it is zeroed.
+ * errno is left as it was: the library never sets errno, not even on
+ * ENOMEM. Free it with bhi_free_aligned. */
+static inline void *bhi_zalloc_aligned(size_t size, size_t align)
+{
+	size_t rounded = (size + align - 1) & ~(align - 1);
+	int saved = errno;
+	void *p = rounded < size ? NULL : aligned_alloc(align, rounded);
+
+	errno = saved;
+	if (p)
+		memset(p, 0, rounded);
+	return p;
+}
+
+static inline void bhi_free_aligned(void *p)
+{
+	free(p);
+}
 
 #endif /* BHI_COMPILER_H */

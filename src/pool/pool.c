@@ -66,21 +66,20 @@ BHI_COLD void bhp_sample_run(struct bh_pool *p, uint64_t t0)
 /* ---- shutdown ------------------------------------------------------------ */
 
 /* Under the lock: take every queued task off. Calls are told at once (a
- * rare path: the wakes happen under the lock); plain tasks are returned as
- * a list for done after the unlock. */
-static struct bh_task *drop_queue_locked(struct bh_pool *p, uint32_t *n)
+ * rare path: the wakes happen under the lock); plain tasks go on plain,
+ * for done after the unlock. */
+static void drop_queue_locked(struct bh_pool *p, struct bhp_tasks *plain, uint32_t *n)
 {
-	struct bh_task *plain = NULL, **tail = &plain, *t;
+	struct bh_task *t;
 
 	*n = 0;
-	while ((t = p->qhead) != NULL) {
+	while ((t = bhp_tasks_first(&p->queue)) != NULL) {
 		_Atomic uint32_t *wake;
 
 		tq_remove(p, t);
 		(*n)++;
 		if (!task_is_call(t)) {
-			*tail = t;
-			tail = &t->priv.next;
+			bhp_tasks_add_tail(plain, t);
 			task_drop_queued_locked(p, t);
 			continue;
 		}
@@ -88,14 +87,14 @@ static struct bh_task *drop_queue_locked(struct bh_pool *p, uint32_t *n)
 		if (wake)
 			p->ops->wake(p->ops->ctx, wake, false);
 	}
-	return plain;
 }
 
 /* Close admission, send idle workers away; now: also drop the queue and
  * flag running tasks cancelled. Returns how many tasks were dropped. */
 static int close_pool(struct bh_pool *p, bool now)
 {
-	struct bh_task *plain = NULL, *t, *next;
+	struct bhp_tasks plain = { NULL, NULL };
+	struct bh_task *t, *next;
 	uint32_t n = 0;
 
 	pool_lock(p);
@@ -106,12 +105,11 @@ static int close_pool(struct bh_pool *p, bool now)
 	if (now) {
 		/* relaxed: a flag bh_task_cancelled polls */
 		atomic_store_explicit(&p->stop_now, true, memory_order_relaxed);
-		plain = drop_queue_locked(p, &n);
+		drop_queue_locked(p, &plain, &n);
 	}
 	bhp_dismiss_idle_locked(p);
 	pool_unlock(p);
-	for (t = plain; t; t = next) {
-		next = t->priv.next;
+	bhi_list_for_each_safe(t, next, &plain, bhp_tasks) {
 		if (t->done)
 			t->done(t, -ECANCELED);
 	}
@@ -180,7 +178,7 @@ int bh_pool_destroy(bh_pool_t *p)
 	bh_destroy(p->adm);
 	pthread_attr_destroy(&p->attr);
 	pthread_mutex_destroy(&p->lock);
-	free(p);
+	bhi_free_aligned(p);
 	return 0;
 }
 
@@ -217,14 +215,8 @@ static int init_sync(struct bh_pool *p, size_t stack_size)
 
 static struct bh_pool *pool_alloc(uint32_t max)
 {
-	size_t size = sizeof(struct bh_pool) + max * sizeof(struct bhp_worker);
-	struct bh_pool *p;
-
-	size = (size + BHI_CACHELINE - 1) & ~(size_t)(BHI_CACHELINE - 1);
-	p = aligned_alloc(BHI_CACHELINE, size);
-	if (p)
-		memset(p, 0, size);
-	return p;
+	return bhi_zalloc_aligned(sizeof(struct bh_pool) + max * sizeof(struct bhp_worker),
+				  BHI_CACHELINE);
 }
 
 static void set_name(struct bh_pool *p, const char *name)
@@ -288,7 +280,7 @@ static void configure(struct bh_pool *p, const struct bh_pool_config *cfg,
 	set_name(p, cfg->name);
 	for (uint32_t i = p->max; i-- > 0;) {
 		p->workers[i].pool = p;
-		wlist_push(&p->spare, &p->workers[i]);
+		bhp_workers_add_head(&p->spare, &p->workers[i]);
 	}
 }
 
@@ -305,7 +297,7 @@ int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_p
 		return -ENOMEM;
 	r = init_sync(p, cfg->stack_size);
 	if (r < 0) {
-		free(p);
+		bhi_free_aligned(p);
 		return r;
 	}
 	acfg.max_concurrent = cfg->max_threads + cfg->queue_capacity;
@@ -313,7 +305,7 @@ int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_p
 	if (r < 0) {
 		pthread_attr_destroy(&p->attr);
 		pthread_mutex_destroy(&p->lock);
-		free(p);
+		bhi_free_aligned(p);
 		return r;
 	}
 	configure(p, cfg, ops);

@@ -23,6 +23,7 @@
 #include "core/internal.h"
 #include "core/sample_hook.h"
 #include "lib/compiler.h"
+#include "lib/list.h"
 
 /*
  * A task's state word (bh_task.priv.state): a phase in the low bits, flags
@@ -106,6 +107,10 @@ struct bhp_worker {
 
 enum { S_FREE, S_LIVE, S_ZOMBIE };
 
+/* The task queue and the worker lists (lib/list.h). */
+BHI_LIST_DEFINE(bhp_tasks, struct bh_task, priv.next, priv.prev)
+BHI_LIST_DEFINE(bhp_workers, struct bhp_worker, next, prev)
+
 struct bh_pool {
 	/* Read-mostly. */
 	bulkhead_t *adm; /* admission: max_threads + queue_capacity permits */
@@ -124,10 +129,10 @@ struct bh_pool {
 
 	/* Everything below is under lock. */
 	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
-	struct bh_task *qhead, *qtail; /* FIFO */
-	struct bhp_worker *pollers;    /* idle and polling: handed tasks first */
-	struct bhp_worker *sleepers;   /* idle, LIFO: the warmest first, the coldest time out */
-	struct bhp_worker *spare;      /* free and zombie (exited, unjoined) slots */
+	struct bhp_tasks queue;      /* FIFO */
+	struct bhp_workers pollers;  /* idle and polling: handed tasks first */
+	struct bhp_workers sleepers; /* idle, LIFO: the warmest first, the coldest time out */
+	struct bhp_workers spare;    /* free and zombie (exited, unjoined) slots */
 	bool closing;
 	uint32_t alive, active, queued, largest, abandoned_running, nthreads, npollers;
 	uint32_t cached; /* admission permits kept for the next tasks */
@@ -191,48 +196,14 @@ static inline uint64_t sample_start(struct bh_pool *p)
 
 static inline void tq_append(struct bh_pool *p, struct bh_task *t)
 {
-	t->priv.next = NULL;
-	t->priv.prev = p->qtail;
-	if (p->qtail)
-		p->qtail->priv.next = t;
-	else
-		p->qhead = t;
-	p->qtail = t;
+	bhp_tasks_add_tail(&p->queue, t);
 	p->queued++;
 }
 
 static inline void tq_remove(struct bh_pool *p, struct bh_task *t)
 {
-	if (t->priv.prev)
-		t->priv.prev->priv.next = t->priv.next;
-	else
-		p->qhead = t->priv.next;
-	if (t->priv.next)
-		t->priv.next->priv.prev = t->priv.prev;
-	else
-		p->qtail = t->priv.prev;
-	t->priv.next = t->priv.prev = NULL;
+	bhp_tasks_del(&p->queue, t);
 	p->queued--;
-}
-
-static inline void wlist_push(struct bhp_worker **head, struct bhp_worker *w)
-{
-	w->prev = NULL;
-	w->next = *head;
-	if (*head)
-		(*head)->prev = w;
-	*head = w;
-}
-
-static inline void wlist_remove(struct bhp_worker **head, struct bhp_worker *w)
-{
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		*head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	w->next = w->prev = NULL;
 }
 
 /* ---- the hand-off, the submitter's side (park() in worker.c is the other) -- */
@@ -240,7 +211,7 @@ static inline void wlist_remove(struct bhp_worker **head, struct bhp_worker *w)
 /* A poller stops polling (it goes to sleep, or takes a task). */
 static inline void unpoll(struct bh_pool *p, struct bhp_worker *w)
 {
-	wlist_remove(&p->pollers, w);
+	bhp_workers_del(&p->pollers, w);
 	p->npollers--;
 }
 
@@ -248,7 +219,9 @@ static inline void unpoll(struct bh_pool *p, struct bhp_worker *w)
  * most recently idle sleeper, whose cache is warm (the coldest time out). */
 static inline struct bhp_worker *idle_pick(struct bh_pool *p)
 {
-	return p->pollers ? p->pollers : p->sleepers;
+	struct bhp_worker *w = bhp_workers_first(&p->pollers);
+
+	return w ? w : bhp_workers_first(&p->sleepers);
 }
 
 /* Take w off its list and give it t (NULL: leave). Under the lock, so a
@@ -263,7 +236,7 @@ static inline bool hand_off(struct bh_pool *p, struct bhp_worker *w, struct bh_t
 	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL)
 		unpoll(p, w);
 	else
-		wlist_remove(&p->sleepers, w);
+		bhp_workers_del(&p->sleepers, w);
 	w->idle = false;
 	w->task = t;
 	return atomic_exchange_explicit(&w->park, P_GO, memory_order_acq_rel) == P_SLEEP;

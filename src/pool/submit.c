@@ -189,7 +189,7 @@ static int swap_oldest(struct bh_pool *p, struct bh_task *t)
 	bool plain;
 
 	pool_lock(p);
-	old = p->closing ? NULL : p->qhead;
+	old = p->closing ? NULL : bhp_tasks_first(&p->queue);
 	if (!old) {
 		int r = p->closing ? -ESHUTDOWN : -ENOENT;
 

@@ -34,17 +34,17 @@ static void idle_push_locked(struct bh_pool *p, struct bhp_worker *w)
 	w->idle = true;
 	w->above_core = p->alive > p->core;
 	if (poll) {
-		wlist_push(&p->pollers, w);
+		bhp_workers_add_head(&p->pollers, w);
 		p->npollers++;
 	} else {
-		wlist_push(&p->sleepers, w);
+		bhp_workers_add_head(&p->sleepers, w);
 	}
 	atomic_store_explicit(&w->park, poll ? P_POLL : P_IDLE, memory_order_relaxed);
 }
 
 static struct bh_task *dequeue_locked(struct bh_pool *p)
 {
-	struct bh_task *t = p->qhead;
+	struct bh_task *t = bhp_tasks_first(&p->queue);
 
 	tq_remove(p, t);
 	task_advance(t, T_QUEUED, T_RUNNING);
@@ -58,7 +58,7 @@ static void leave_locked(struct bh_pool *p, struct bhp_worker *w)
 {
 	p->alive--;
 	w->slot = S_ZOMBIE;
-	wlist_push(&p->spare, w);
+	bhp_workers_add_head(&p->spare, w);
 }
 
 /* Under the lock: send every idle worker away (the queue is empty whenever
@@ -107,9 +107,9 @@ static void name_thread(const struct bh_pool *p, uint32_t num)
  * nor idle. */
 static struct bhp_worker *slot_take_locked(struct bh_pool *p, struct bh_task *t)
 {
-	struct bhp_worker *w = p->spare;
+	struct bhp_worker *w = bhp_workers_first(&p->spare);
 
-	wlist_remove(&p->spare, w);
+	bhp_workers_del(&p->spare, w);
 	if (w->slot == S_ZOMBIE) /* it has left; its exit takes microseconds */
 		pthread_join(w->tid, NULL);
 	w->slot = S_LIVE;
@@ -142,7 +142,7 @@ int bhp_start_worker_locked(struct bh_pool *p, struct bh_task *t)
 		if (t)
 			task_unstart(t);
 		w->slot = S_FREE;
-		wlist_push(&p->spare, w);
+		bhp_workers_add_head(&p->spare, w);
 		return r;
 	}
 	p->alive++;
@@ -151,7 +151,7 @@ int bhp_start_worker_locked(struct bh_pool *p, struct bh_task *t)
 	if (t) {
 		p->active++;
 	} else {
-		wlist_push(&p->sleepers, w);
+		bhp_workers_add_head(&p->sleepers, w);
 		w->idle = true;
 	}
 	return 0;
@@ -227,7 +227,7 @@ static void stop_polling(struct bh_pool *p, struct bhp_worker *w)
 	pool_lock(p);
 	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL) {
 		unpoll(p, w);
-		wlist_push(&p->sleepers, w);
+		bhp_workers_add_head(&p->sleepers, w);
 		atomic_store_explicit(&w->park, P_IDLE, memory_order_relaxed);
 	}
 	pool_unlock(p);
@@ -255,7 +255,7 @@ static bool keep_alive_expired(struct bh_pool *p, struct bhp_worker *w)
 	pool_lock(p);
 	if (w->idle) {
 		if (p->alive > p->core || p->closing) {
-			wlist_remove(&p->sleepers, w);
+			bhp_workers_del(&p->sleepers, w);
 			w->idle = false;
 			leave_locked(p, w);
 			stay = false;
@@ -322,7 +322,7 @@ static struct bh_task *next_locked(struct bh_pool *p, struct bhp_worker *w, bool
 	struct bh_task *t = NULL;
 
 	*idle = false;
-	if (p->qhead) {
+	if (!bhp_tasks_empty(&p->queue)) {
 		t = dequeue_locked(p);
 	} else if (p->closing) {
 		leave_locked(p, w);

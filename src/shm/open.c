@@ -377,18 +377,17 @@ static void free_att(struct bhs_att *a)
 	free(a->hold);
 	free((void *)a->anode);
 	free(a->order);
-	free(a);
+	bhi_free_aligned(a);
 }
 
 static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_hdr *h,
 			       const char *name)
 {
-	struct bhs_att *a = aligned_alloc(BHI_CACHELINE, align_up(sizeof(*a)));
+	struct bhs_att *a = bhi_zalloc_aligned(sizeof(*a), BHI_CACHELINE);
 	uint32_t nodes = h->nslots + h->nextra;
 
 	if (!a)
 		return NULL;
-	memset(a, 0, sizeof(*a));
 	a->fd = fd;
 	a->dev = st->st_dev;
 	a->ino = st->st_ino;
@@ -587,12 +586,8 @@ static void reg_init(void)
  * bounds should anything ever count on it. */
 static struct bulkhead *alloc_handle(void)
 {
-	size_t size = align_up(sizeof(struct bulkhead) + sizeof(struct bhi_slot));
-	struct bulkhead *bh = aligned_alloc(BHI_CACHELINE, size);
-
-	if (bh)
-		memset(bh, 0, size);
-	return bh;
+	return bhi_zalloc_aligned(sizeof(struct bulkhead) + sizeof(struct bhi_slot),
+				  BHI_CACHELINE);
 }
 
 static void init_handle(struct bulkhead *bh, struct bhs_att *a)
@@ -707,7 +702,7 @@ int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, b
 	pthread_mutex_unlock(&reg_mu);
 	errno = saved;
 	if (r < 0) {
-		free(bh);
+		bhi_free_aligned(bh);
 		return r;
 	}
 	init_handle(bh, a);
@@ -758,7 +753,7 @@ void bhs_destroy(struct bulkhead *bh)
 	if (a)
 		detach(a);
 	pthread_mutex_destroy(&bh->lock);
-	free(bh);
+	bhi_free_aligned(bh);
 }
 
 /* ---- test hooks (hooks.h) --------------------------------------------------------------------- */

@@ -34,15 +34,12 @@ static inline struct io_uring_sqe *sqe_at(const bh_uring_t *t, unsigned idx)
 int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out)
 {
 	bh_uring_t *t;
-	int saved = errno;
 
 	if (!ring || !out || flags)
 		return -EINVAL;
-	t = aligned_alloc(BHI_CACHELINE, sizeof(*t)); /* a multiple of its alignment */
-	errno = saved;
+	t = bhi_zalloc_aligned(sizeof(*t), BHI_CACHELINE);
 	if (!t)
 		return -ENOMEM;
-	memset(t, 0, sizeof(*t));
 	t->ring = ring;
 	t->sqe_shift = (ring->flags & IORING_SETUP_SQE128) ? 1 : 0;
 	t->efd = -1; /* made by the first wait that queues */
@@ -67,7 +64,7 @@ int bh_uring_destroy(bh_uring_t *t)
 		bhi_cpu_relax();
 	if (t->efd >= 0)
 		close(t->efd);
-	free(t);
+	bhi_free_aligned(t);
 	return 0;
 }
 
