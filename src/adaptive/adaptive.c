@@ -102,6 +102,39 @@ static inline void note_peak(bh_adaptive_t *a, struct bha_shard *s, bool shared)
 
 /* ---- closing a window --------------------------------------------------------- */
 
+/* Inside publish's seqlock: the change just made, into the history. */
+static void publish_change(bh_adaptive_t *a, uint64_t now, uint32_t reason)
+{
+	unsigned i = (unsigned)(a->h_count++ % BH_ADAPTIVE_HISTORY);
+
+	atomic_store_explicit(&a->h_t[i], now, memory_order_relaxed);
+	atomic_store_explicit(&a->h_limit[i], a->limit, memory_order_relaxed);
+	atomic_store_explicit(&a->h_reason[i], reason, memory_order_relaxed);
+	atomic_store_explicit(&a->s_changed_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&a->s_reason, reason, memory_order_relaxed);
+	atomic_store_explicit(&a->s_changes, a->h_count, memory_order_relaxed);
+	if (reason < BH_ADAPTIVE_NREASONS)
+		atomic_store_explicit(
+			&a->s_by_reason[reason],
+			atomic_load_explicit(&a->s_by_reason[reason], memory_order_relaxed) + 1,
+			memory_order_relaxed);
+}
+
+/* Inside publish's seqlock: the window just closed. */
+static void publish_window(bh_adaptive_t *a, const struct bha_window *w)
+{
+	atomic_store_explicit(&a->s_wok, w->ok, memory_order_relaxed);
+	atomic_store_explicit(&a->s_wdrop, w->dropped, memory_order_relaxed);
+	atomic_store_explicit(&a->s_peak, w->peak, memory_order_relaxed);
+	atomic_store_explicit(&a->s_windows,
+			      atomic_load_explicit(&a->s_windows, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&a->s_windowed,
+			      atomic_load_explicit(&a->s_windowed, memory_order_relaxed) + w->ok +
+				      w->dropped,
+			      memory_order_relaxed);
+}
+
 static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, uint64_t now,
 		    uint32_t reason)
 {
@@ -113,21 +146,8 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 	 * acquire load of seq and its acquire fence). */
 	atomic_store_explicit(&a->seq, seq + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	if (changed) {
-		unsigned i = (unsigned)(a->h_count++ % BH_ADAPTIVE_HISTORY);
-
-		atomic_store_explicit(&a->h_t[i], now, memory_order_relaxed);
-		atomic_store_explicit(&a->h_limit[i], a->limit, memory_order_relaxed);
-		atomic_store_explicit(&a->h_reason[i], reason, memory_order_relaxed);
-		atomic_store_explicit(&a->s_changed_ns, now, memory_order_relaxed);
-		atomic_store_explicit(&a->s_reason, reason, memory_order_relaxed);
-		atomic_store_explicit(&a->s_changes, a->h_count, memory_order_relaxed);
-		if (reason < BH_ADAPTIVE_NREASONS)
-			atomic_store_explicit(
-				&a->s_by_reason[reason],
-				atomic_load_explicit(&a->s_by_reason[reason], memory_order_relaxed) + 1,
-				memory_order_relaxed);
-	}
+	if (changed)
+		publish_change(a, now, reason);
 	atomic_store_explicit(&a->s_limit, a->limit, memory_order_relaxed);
 	atomic_store_explicit(&a->s_baseline, a->algo.baseline_ns, memory_order_relaxed);
 	atomic_store_explicit(&a->s_sample, a->algo.sample_ns, memory_order_relaxed);
@@ -136,18 +156,8 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 				      atomic_load_explicit(&a->s_probes, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
 	atomic_store_explicit(&a->s_probing, a->v.probe_samples != 0, memory_order_relaxed);
-	if (w) {
-		atomic_store_explicit(&a->s_wok, w->ok, memory_order_relaxed);
-		atomic_store_explicit(&a->s_wdrop, w->dropped, memory_order_relaxed);
-		atomic_store_explicit(&a->s_peak, w->peak, memory_order_relaxed);
-		atomic_store_explicit(&a->s_windows,
-				      atomic_load_explicit(&a->s_windows, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-		atomic_store_explicit(&a->s_windowed,
-				      atomic_load_explicit(&a->s_windowed, memory_order_relaxed) +
-					      w->ok + w->dropped,
-				      memory_order_relaxed);
-	}
+	if (w)
+		publish_window(a, w);
 	atomic_store_explicit(&a->seq, seq + 2, memory_order_release);
 }
 

@@ -157,6 +157,21 @@ static void failed(struct bhc *c, int err, uint64_t now)
 		c->next_renew = now;
 }
 
+/* A renewal's answer, for bh_cluster_stats. */
+static void report_grant(struct bhc *c, const struct bhc_grant *g, uint64_t end)
+{
+	put(c, S_GLOBAL, g->limit);
+	put(c, S_GRANTED, g->granted);
+	put(c, S_INSTANCES, g->instances);
+	put(c, S_LEARNING, g->learning_us * BH_USEC);
+	put(c, S_EXCESS, g->excess);
+	put(c, S_EXPIRY, bhc_real(end));
+	put(c, S_ACCOUNTED_END, bhc_real(c->accounted_end));
+	put(c, S_JOINED, 1);
+	put(c, S_LAST_ERROR, 0);
+	bump(c, S_RENEWALS);
+}
+
 static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
 {
 	uint64_t end = c->sent_at + c->lease - c->margin;
@@ -187,16 +202,7 @@ static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
 		c->in_fallback = false;
 		put(c, S_FALLBACK, 0);
 	}
-	put(c, S_GLOBAL, g->limit);
-	put(c, S_GRANTED, g->granted);
-	put(c, S_INSTANCES, g->instances);
-	put(c, S_LEARNING, g->learning_us * BH_USEC);
-	put(c, S_EXCESS, g->excess);
-	put(c, S_EXPIRY, bhc_real(end));
-	put(c, S_ACCOUNTED_END, bhc_real(c->accounted_end));
-	put(c, S_JOINED, 1);
-	put(c, S_LAST_ERROR, 0);
-	bump(c, S_RENEWALS);
+	report_grant(c, g, end);
 	bhc_allow(c, share, bhc_gate_for(c, end));
 	sample(c, now);
 }
