@@ -217,6 +217,22 @@ static int claim_proc(struct bhs_att *a)
 	return -ENOSPC;
 }
 
+/* The process's shared slot (for threads without a ledger of their own):
+ * the first free one, owned by process slot i from now on. */
+static bool claim_shared(struct bhs_att *a, uint32_t i)
+{
+	for (uint32_t k = 0; k < a->nslots && !a->shared; k++) {
+		struct bhs_slot *s = slot_at(a, k);
+		uint32_t free = 0;
+
+		if (atomic_compare_exchange_strong_explicit(&s->owner, &free, i + 1u,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			a->shared = s;
+	}
+	return a->shared != NULL;
+}
+
 /* Register this process (at open, or at first use since fork). */
 int bhs_register(struct bhs_att *a)
 {
@@ -240,16 +256,7 @@ int bhs_register(struct bhs_att *a)
 	a->pidx = (uint32_t)i;
 	a->lockval = ((uint32_t)i + 1u) |
 		     ((atomic_load_explicit(&p->gen, memory_order_relaxed) & 0x7fffu) << 16);
-	for (uint32_t k = 0; k < a->nslots && !a->shared; k++) {
-		struct bhs_slot *s = slot_at(a, k);
-		uint32_t free = 0;
-
-		if (atomic_compare_exchange_strong_explicit(&s->owner, &free, (uint32_t)i + 1u,
-							    memory_order_acquire,
-							    memory_order_relaxed))
-			a->shared = s;
-	}
-	if (!a->shared) {
+	if (!claim_shared(a, (uint32_t)i)) {
 		atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
 		set_lock(a->fd, (uint32_t)i, F_UNLCK);
 		r = -ENOSPC;

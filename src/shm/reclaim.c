@@ -298,6 +298,27 @@ static void relist_extra(struct bhs_att *a)
 			bhs_extra_free_locked(a, i);
 }
 
+/* Which processes are alive now (their liveness lock is held). */
+static void find_live(struct bhs_att *a, struct census *c)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) != PS_FREE &&
+		    bhs_proc_alive(a, i))
+			c->live[i / 64] |= 1ull << (i % 64);
+}
+
+/* Give back what the processes found dead left, and count them. */
+static void free_dead(struct bhs_att *a, const struct census *c)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE &&
+		    !is_live(c, i)) {
+			bhs_free_proc_locked(a, i);
+			atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_relaxed);
+		}
+	}
+}
+
 static bool rebuild(struct bhs_att *a, bool must)
 {
 	struct bhs_seg *g = a->seg;
@@ -309,10 +330,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 	 * fast-path CAS before it, so their PEND stores are visible */
 	w = atomic_fetch_or_explicit(&g->word, S_FROZEN, memory_order_seq_cst);
 	BHS_POINT(BP_REBUILD);
-	for (uint32_t i = 0; i < a->nprocs; i++)
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) != PS_FREE &&
-		    bhs_proc_alive(a, i))
-			c.live[i / 64] |= 1ull << (i % 64);
+	find_live(a, &c);
 	if (!windows_closed(a, &c, must)) {
 		/* Nothing CASes a frozen word and we hold the lock: w is exact. */
 		atomic_store_explicit(&g->word, w & ~S_FROZEN, memory_order_seq_cst);
@@ -326,13 +344,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_seq_cst));
 	}
 	census_nodes(a, &c);
-	for (uint32_t i = 0; i < a->nprocs; i++) {
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE &&
-		    !is_live(&c, i)) {
-			bhs_free_proc_locked(a, i);
-			atomic_fetch_add_explicit(&g->deaths, 1, memory_order_relaxed);
-		}
-	}
+	free_dead(a, &c);
 	relist_extra(a);
 	before = (int64_t)w_limit(w) - w_avail(w);
 	if (before > (int64_t)c.held)

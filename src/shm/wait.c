@@ -222,6 +222,52 @@ static int wait_granted(struct waiter *wt, uint64_t deadline)
 
 /* Queue on this thread's own node (its slot's), or on an extra node when
  * the thread shares its process's slot. */
+/* Queue wt's node for n permits under the lock: 1 queued, 0 granted at
+ * once, or the refusal. */
+static int enqueue(struct waiter *wt, uint32_t n, bool scanned)
+{
+	struct bhs_att *a = wt->a;
+	int r;
+
+	bhs_lock(a);
+	wt->qi = wt->shared ? bhs_extra_alloc_locked(a) : slot_index(a, wt->s);
+	if (wt->qi == BHS_NONE) {
+		r = -EBUSY; /* no queue node left in the segment */
+	} else {
+		atomic_store_explicit(&qnode_at(a, wt->qi)->enqueued_ns, wt->enqueued_ns,
+				      memory_order_relaxed);
+		r = bhs_admit_locked(a, wt->s, wt->qi, n, QK_SYNC);
+		if (r == 1 && head_of(a) != wt->qi) /* not next: no point spinning */
+			atomic_store_explicit(&qnode_at(a, wt->qi)->state, QS_SLEEPING,
+					      memory_order_relaxed);
+		if (r != 1 && wt->shared)
+			bhs_extra_free_locked(a, wt->qi);
+	}
+	if (r == -EBUSY && scanned)
+		bhs_slot_count(a, wt->s, BHI_REJECTED); /* the lock covers a shared slot */
+	bhs_unlock(a);
+	return r;
+}
+
+/* Queued: wait for the grant, count it, give back a shared slot's node. */
+static int await_grant(struct waiter *wt, uint64_t deadline)
+{
+	struct bhs_att *a = wt->a;
+	int r;
+
+	BHS_POINT(BP_QUEUED);
+	r = wait_granted(wt, deadline);
+	bhs_record_wait(a, wt->enqueued_ns, r);
+	if (r == 0)
+		bhs_count_maybe_locked(a, wt->s, wt->shared, BHI_ACQUIRED);
+	if (wt->shared) {
+		bhs_lock(a);
+		bhs_extra_free_locked(a, wt->qi);
+		bhs_unlock(a);
+	}
+	return r;
+}
+
 int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline)
 {
 	struct waiter wt = { .a = a };
@@ -236,23 +282,7 @@ int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline)
 	if (deadline <= wt.enqueued_ns)
 		return bhs_try_slow(a, n);
 again:
-	bhs_lock(a);
-	wt.qi = wt.shared ? bhs_extra_alloc_locked(a) : slot_index(a, wt.s);
-	if (wt.qi == BHS_NONE) {
-		r = -EBUSY; /* no queue node left in the segment */
-	} else {
-		atomic_store_explicit(&qnode_at(a, wt.qi)->enqueued_ns, wt.enqueued_ns,
-				      memory_order_relaxed);
-		r = bhs_admit_locked(a, wt.s, wt.qi, n, QK_SYNC);
-		if (r == 1 && head_of(a) != wt.qi) /* not next: no point spinning */
-			atomic_store_explicit(&qnode_at(a, wt.qi)->state, QS_SLEEPING,
-					      memory_order_relaxed);
-		if (r != 1 && wt.shared)
-			bhs_extra_free_locked(a, wt.qi);
-	}
-	if (r == -EBUSY && scanned)
-		bhs_slot_count(a, wt.s, BHI_REJECTED); /* the lock covers a shared slot */
-	bhs_unlock(a);
+	r = enqueue(&wt, n, scanned);
 	if (r == -EBUSY && !scanned) {
 		scanned = true;
 		if (bhs_maybe_scan(a))
@@ -261,20 +291,9 @@ again:
 		bhs_slot_count(a, wt.s, BHI_REJECTED);
 		bhs_unlock(a);
 	}
-	if (r == 1) {
-		BHS_POINT(BP_QUEUED);
-		r = wait_granted(&wt, deadline);
-		bhs_record_wait(a, wt.enqueued_ns, r);
-		if (r == 0)
-			bhs_count_maybe_locked(a, wt.s, wt.shared, BHI_ACQUIRED);
-		if (wt.shared) {
-			bhs_lock(a);
-			bhs_extra_free_locked(a, wt.qi);
-			bhs_unlock(a);
-		}
-	}
+	if (r == 1)
+		r = await_grant(&wt, deadline);
 	if (r == 0 && (a->flags & BH_TRACK_HOLD))
 		bhs_hold_begin(a, n);
 	return r;
 }
-
