@@ -7,26 +7,28 @@
 #include <stdatomic.h>
 
 #include "bha.h"
-#include "core/internal.h"
 #include "core/layer.h"
 #include "lib/compiler.h"
-#include "pool/pool_internal.h"
 #include "shm/role.h"
 
 
-/* The bulkhead's limit and in-flight count from one load of its word (a
- * stand-in for the core's cheap gauges read). */
+/* A bulkhead's limit and in-flight count, from the core's gauges (one load
+ * of its word for a process-local one, the host's for a host-wide one). */
 static uint32_t bh_target_limit(void *ctx)
 {
-	return w_limit(atomic_load_explicit(&((struct bulkhead *)ctx)->word, memory_order_relaxed));
+	struct bh_gauges g;
+
+	bh_gauges(ctx, &g);
+	return (uint32_t)g.limit;
 }
 
 static uint32_t bh_target_in_flight(void *ctx)
 {
-	uint64_t w = atomic_load_explicit(&((struct bulkhead *)ctx)->word, memory_order_relaxed);
-	int64_t in = (int64_t)w_limit(w) - w_avail(w);
+	struct bh_gauges g;
 
-	return in > 0 ? (uint32_t)in : 0;
+	bh_gauges(ctx, &g);
+	/* in flight goes below 0 for a moment when a shrink races releases */
+	return (int64_t)g.in_flight > 0 ? (uint32_t)g.in_flight : 0;
 }
 
 static int bh_target_set(void *ctx, uint32_t limit)
@@ -37,14 +39,6 @@ static int bh_target_set(void *ctx, uint32_t limit)
 /* A host-wide bulkhead: the host's gauges, and the limit moved only by the
  * process holding the controller role (src/shm/role.h); -EAGAIN tells
  * apply() that another process's controller moves it. */
-static uint32_t host_target_limit(void *ctx)
-{
-	struct bh_gauges g;
-
-	bh_gauges(ctx, &g);
-	return (uint32_t)g.limit;
-}
-
 static uint32_t host_target_in_flight(void *ctx)
 {
 	struct bh_gauges g;
@@ -79,7 +73,7 @@ static struct bha_target target_of(bulkhead_t *bh)
 		return (struct bha_target){ layer_target_set, layer_target_limit,
 					    bh_target_in_flight, bh };
 	if (bhi_is_host(bh))
-		return (struct bha_target){ host_target_set, host_target_limit,
+		return (struct bha_target){ host_target_set, bh_target_limit,
 					    host_target_in_flight, bh };
 	return (struct bha_target){ bh_target_set, bh_target_limit, bh_target_in_flight, bh };
 }
@@ -98,7 +92,7 @@ static void sink_fn(struct bhk_sink *k, uint64_t ns, int outcome)
 
 /* The automatic sources a config asks for: by default every one the
  * bulkhead has (hold times only with BH_TRACK_HOLD). */
-static uint32_t sources(const struct bh_adaptive_config *cfg, const struct bulkhead *bh)
+static uint32_t sources(const struct bh_adaptive_config *cfg, const bulkhead_t *bh)
 {
 	uint32_t s = cfg ? cfg->sources : 0;
 
@@ -159,6 +153,7 @@ int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cf
 			    bh_adaptive_t **out)
 {
 	struct bh_adaptive_config c = { 0 };
+	bulkhead_t *adm;
 	uint32_t room, start;
 	int r;
 
@@ -166,7 +161,7 @@ int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cf
 		return -EINVAL;
 	if (cfg)
 		c = *cfg;
-	room = pool->max + pool->cap;
+	adm = bhi_pool_admission(pool, &room);
 	if (c.max_limit > room || c.initial_limit > room)
 		return -EINVAL;
 	start = c.initial_limit ? c.initial_limit : room;
@@ -179,7 +174,7 @@ int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cf
 	c.min_limit = c.min_limit < c.max_limit ? c.min_limit : c.max_limit;
 	if (!c.sources)
 		c.sources = BH_ADAPTIVE_SRC_POOL;
-	if ((r = bh_adaptive_attach(pool->adm, &c, out)) == 0)
+	if ((r = bh_adaptive_attach(adm, &c, out)) == 0)
 		(*out)->name = bh_pool_name(pool);
 	return r;
 }

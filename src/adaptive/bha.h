@@ -169,7 +169,7 @@ struct bha_seen {
 	uint32_t buckets[BHA_NB];
 };
 
-#include "core/sample_hook.h"
+#include "core/layer.h"
 
 struct bh_adaptive {
 	/* Read by every sample. */
