@@ -73,6 +73,8 @@ tests/test_install: $(srcdir)/tests/test_install.sh Makefile
 # User-facing text refers to no document a user does not have.
 TESTS += tests/test_references.sh
 EXTRA_DIST += tests/test_references.sh
+TESTS += tests/test_layer_includes.sh
+EXTRA_DIST += tests/test_layer_includes.sh
 
 # Every source file the documents name exists; under distcheck, in the
 # tarball.

@@ -1,5 +1,7 @@
 /* Adaptive limits: lock-free sampling into per-thread shards, one closer
- * per window, and the limit moved through the controller's target.
+ * per window, and the limit moved through the controller's target;
+ * creating a controller and reading it. What a controller is attached to
+ * (the targets, the sample sources, attach/detach) is attach.c.
  * docs/adaptive.md explains why no sample is lost and no change races. */
 #include <errno.h>
 #include <sched.h>
@@ -8,11 +10,7 @@
 #include <time.h>
 
 #include "bha.h"
-#include "core/internal.h"
-#include "core/layer.h"
 #include "lib/compiler.h"
-#include "pool/pool_internal.h"
-#include "shm/role.h"
 
 #define NEVER UINT64_MAX
 #define BATCH 16 /* a shard adds to the shared count this many at a time */
@@ -104,6 +102,39 @@ static inline void note_peak(bh_adaptive_t *a, struct bha_shard *s, bool shared)
 
 /* ---- closing a window --------------------------------------------------------- */
 
+/* Inside publish's seqlock: the change just made, into the history. */
+static void publish_change(bh_adaptive_t *a, uint64_t now, uint32_t reason)
+{
+	unsigned i = (unsigned)(a->h_count++ % BH_ADAPTIVE_HISTORY);
+
+	atomic_store_explicit(&a->h_t[i], now, memory_order_relaxed);
+	atomic_store_explicit(&a->h_limit[i], a->limit, memory_order_relaxed);
+	atomic_store_explicit(&a->h_reason[i], reason, memory_order_relaxed);
+	atomic_store_explicit(&a->s_changed_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&a->s_reason, reason, memory_order_relaxed);
+	atomic_store_explicit(&a->s_changes, a->h_count, memory_order_relaxed);
+	if (reason < BH_ADAPTIVE_NREASONS)
+		atomic_store_explicit(
+			&a->s_by_reason[reason],
+			atomic_load_explicit(&a->s_by_reason[reason], memory_order_relaxed) + 1,
+			memory_order_relaxed);
+}
+
+/* Inside publish's seqlock: the window just closed. */
+static void publish_window(bh_adaptive_t *a, const struct bha_window *w)
+{
+	atomic_store_explicit(&a->s_wok, w->ok, memory_order_relaxed);
+	atomic_store_explicit(&a->s_wdrop, w->dropped, memory_order_relaxed);
+	atomic_store_explicit(&a->s_peak, w->peak, memory_order_relaxed);
+	atomic_store_explicit(&a->s_windows,
+			      atomic_load_explicit(&a->s_windows, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&a->s_windowed,
+			      atomic_load_explicit(&a->s_windowed, memory_order_relaxed) + w->ok +
+				      w->dropped,
+			      memory_order_relaxed);
+}
+
 static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, uint64_t now,
 		    uint32_t reason)
 {
@@ -115,21 +146,8 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 	 * acquire load of seq and its acquire fence). */
 	atomic_store_explicit(&a->seq, seq + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	if (changed) {
-		unsigned i = (unsigned)(a->h_count++ % BH_ADAPTIVE_HISTORY);
-
-		atomic_store_explicit(&a->h_t[i], now, memory_order_relaxed);
-		atomic_store_explicit(&a->h_limit[i], a->limit, memory_order_relaxed);
-		atomic_store_explicit(&a->h_reason[i], reason, memory_order_relaxed);
-		atomic_store_explicit(&a->s_changed_ns, now, memory_order_relaxed);
-		atomic_store_explicit(&a->s_reason, reason, memory_order_relaxed);
-		atomic_store_explicit(&a->s_changes, a->h_count, memory_order_relaxed);
-		if (reason < BH_ADAPTIVE_NREASONS)
-			atomic_store_explicit(
-				&a->s_by_reason[reason],
-				atomic_load_explicit(&a->s_by_reason[reason], memory_order_relaxed) + 1,
-				memory_order_relaxed);
-	}
+	if (changed)
+		publish_change(a, now, reason);
 	atomic_store_explicit(&a->s_limit, a->limit, memory_order_relaxed);
 	atomic_store_explicit(&a->s_baseline, a->algo.baseline_ns, memory_order_relaxed);
 	atomic_store_explicit(&a->s_sample, a->algo.sample_ns, memory_order_relaxed);
@@ -138,18 +156,8 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 				      atomic_load_explicit(&a->s_probes, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
 	atomic_store_explicit(&a->s_probing, a->v.probe_samples != 0, memory_order_relaxed);
-	if (w) {
-		atomic_store_explicit(&a->s_wok, w->ok, memory_order_relaxed);
-		atomic_store_explicit(&a->s_wdrop, w->dropped, memory_order_relaxed);
-		atomic_store_explicit(&a->s_peak, w->peak, memory_order_relaxed);
-		atomic_store_explicit(&a->s_windows,
-				      atomic_load_explicit(&a->s_windows, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-		atomic_store_explicit(&a->s_windowed,
-				      atomic_load_explicit(&a->s_windowed, memory_order_relaxed) +
-					      w->ok + w->dropped,
-				      memory_order_relaxed);
-	}
+	if (w)
+		publish_window(a, w);
 	atomic_store_explicit(&a->seq, seq + 2, memory_order_release);
 }
 
@@ -329,8 +337,7 @@ static BHI_COLD void try_close(bh_adaptive_t *a)
 	atomic_store_explicit(&a->closing, 0, memory_order_release);
 }
 
-/* Take the closer's role even if someone holds it now (waits). */
-static void become_closer(bh_adaptive_t *a)
+void bha_become_closer(bh_adaptive_t *a)
 {
 	while (atomic_exchange_explicit(&a->closing, 1, memory_order_acquire))
 		sched_yield();
@@ -338,7 +345,7 @@ static void become_closer(bh_adaptive_t *a)
 
 void bha_flush(bh_adaptive_t *a)
 {
-	become_closer(a);
+	bha_become_closer(a);
 	close_window(a, a->clock(a->clock_ctx));
 	atomic_store_explicit(&a->closing, 0, memory_order_release);
 }
@@ -588,188 +595,4 @@ const char *bh_adaptive_reason_name(unsigned reason)
 	};
 
 	return reason < BH_ADAPTIVE_NREASONS ? names[reason] : NULL;
-}
-
-/* ---- bulkheads ---------------------------------------------------------------------- */
-
-/* The bulkhead's limit and in-flight count from one load of its word (a
- * stand-in for the core's cheap gauges read). */
-static uint32_t bh_target_limit(void *ctx)
-{
-	return w_limit(atomic_load_explicit(&((struct bulkhead *)ctx)->word, memory_order_relaxed));
-}
-
-static uint32_t bh_target_in_flight(void *ctx)
-{
-	uint64_t w = atomic_load_explicit(&((struct bulkhead *)ctx)->word, memory_order_relaxed);
-	int64_t in = (int64_t)w_limit(w) - w_avail(w);
-
-	return in > 0 ? (uint32_t)in : 0;
-}
-
-static int bh_target_set(void *ctx, uint32_t limit)
-{
-	return bh_set_limit(ctx, limit);
-}
-
-/* A host-wide bulkhead: the host's gauges, and the limit moved only by the
- * process holding the controller role (src/shm/role.h); -EAGAIN tells
- * apply() that another process's controller moves it. */
-static uint32_t host_target_limit(void *ctx)
-{
-	struct bh_gauges g;
-
-	bh_gauges(ctx, &g);
-	return (uint32_t)g.limit;
-}
-
-static uint32_t host_target_in_flight(void *ctx)
-{
-	struct bh_gauges g;
-
-	bh_gauges(ctx, &g);
-	return (uint32_t)g.in_flight;
-}
-
-static int host_target_set(void *ctx, uint32_t limit)
-{
-	int r = bhs_role_take(ctx);
-
-	return r ? r : bh_set_limit(ctx, limit);
-}
-
-/* A layer's handle (a cluster bulkhead's: the cap on its share). */
-static int layer_target_set(void *ctx, uint32_t limit)
-{
-	struct bhi_layer *l = bhi_layer_of(ctx);
-
-	return l->adapt_set(l, limit);
-}
-
-static uint32_t layer_target_limit(void *ctx)
-{
-	return bhi_layer_of(ctx)->adapt_limit(bhi_layer_of(ctx));
-}
-
-static struct bha_target target_of(bulkhead_t *bh)
-{
-	if (bhi_layer_of(bh))
-		return (struct bha_target){ layer_target_set, layer_target_limit,
-					    bh_target_in_flight, bh };
-	if (bhi_is_host(bh))
-		return (struct bha_target){ host_target_set, host_target_limit,
-					    host_target_in_flight, bh };
-	return (struct bha_target){ bh_target_set, bh_target_limit, bh_target_in_flight, bh };
-}
-
-/* The sink is hooked in before attach applies the starting limit (so that
- * a second controller is refused before it moves anything); a sample that
- * arrives in between is dropped, or it could close a window while the
- * start is being applied. acquire: pairs with attach's release store. */
-static void sink_fn(struct bhk_sink *k, uint64_t ns, int outcome)
-{
-	bh_adaptive_t *a = bhi_container_of(k, struct bh_adaptive, sink);
-
-	if (atomic_load_explicit(&a->started, memory_order_acquire))
-		bh_adaptive_sample(a, ns, (enum bh_outcome)outcome);
-}
-
-/* The automatic sources a config asks for: by default every one the
- * bulkhead has (hold times only with BH_TRACK_HOLD). */
-static uint32_t sources(const struct bh_adaptive_config *cfg, const struct bulkhead *bh)
-{
-	uint32_t s = cfg ? cfg->sources : 0;
-
-	if (s & BH_ADAPTIVE_SRC_MANUAL)
-		return 0;
-	if (s == 0)
-		s = (bhi_tracks_hold(bh) ? BH_ADAPTIVE_SRC_HOLD : 0) |
-		    BH_ADAPTIVE_SRC_URING | BH_ADAPTIVE_SRC_POOL;
-	return (s & BH_ADAPTIVE_SRC_HOLD ? BHK_HOLD : 0) |
-	       (s & BH_ADAPTIVE_SRC_URING ? BHK_URING : 0) | (s & BH_ADAPTIVE_SRC_POOL ? BHK_POOL : 0);
-}
-
-int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
-		       bh_adaptive_t **out)
-{
-	struct bha_target t;
-	bh_adaptive_t *a;
-	uint32_t start_limit;
-	int r;
-
-	if (!bh || !out)
-		return -EINVAL;
-	/* A layer's handle whose layer has no target of its own: its limit is
-	 * the layer's to move, not ours. */
-	if (bhi_layer_of(bh) && !bhi_layer_of(bh)->adapt_set)
-		return -EOPNOTSUPP;
-	t = target_of(bh);
-	/* Host-wide: the first controller on the host moves the limit, the
-	 * others follow it until the role is free (role.h). */
-	if (bhi_is_host(bh) && (r = bhs_role_take(bh)) < 0 && r != -EAGAIN)
-		return r;
-	start_limit = cfg && cfg->initial_limit ? cfg->initial_limit : t.limit(bh);
-	if ((r = bha_create(cfg, &t, start_limit, &a)) < 0)
-		goto fail;
-	a->sink.fn = sink_fn;
-	a->sink.sources = sources(cfg, bh);
-	a->owner = bh;
-	a->name = bh_name(bh);
-	a->limit = t.limit(bh);
-	if ((r = bhk_attach(bh, &a->sink)) < 0) {
-		bha_destroy(a);
-		goto fail;
-	}
-	bha_start(a);
-	/* release: the start's writes before any automatic sample's reads */
-	atomic_store_explicit(&a->started, true, memory_order_release);
-	*out = a;
-	return 0;
-fail:
-	if (bhi_is_host(bh))
-		bhs_role_drop(bh);
-	return r;
-}
-
-/* A pool's admission bulkhead counts running and queued tasks; the pool
- * relies on it never admitting more than max_threads + queue_capacity. */
-int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cfg,
-			    bh_adaptive_t **out)
-{
-	struct bh_adaptive_config c = { 0 };
-	uint32_t room, start;
-	int r;
-
-	if (!pool || !out || (r = bha_check_config(cfg)) < 0)
-		return -EINVAL;
-	if (cfg)
-		c = *cfg;
-	room = pool->max + pool->cap;
-	if (c.max_limit > room || c.initial_limit > room)
-		return -EINVAL;
-	start = c.initial_limit ? c.initial_limit : room;
-	if (!c.max_limit) {
-		c.max_limit = bha_default_max(c.algo, start);
-		c.max_limit = c.max_limit < room ? c.max_limit : room;
-	}
-	if (!c.min_limit)
-		c.min_limit = bha_default_min(c.algo);
-	c.min_limit = c.min_limit < c.max_limit ? c.min_limit : c.max_limit;
-	if (!c.sources)
-		c.sources = BH_ADAPTIVE_SRC_POOL;
-	if ((r = bh_adaptive_attach(pool->adm, &c, out)) == 0)
-		(*out)->name = bh_pool_name(pool);
-	return r;
-}
-
-void bh_adaptive_detach(bh_adaptive_t *a)
-{
-	if (!a)
-		return;
-	if (a->owner)
-		bhk_detach(a->owner); /* no automatic sample is inside a any more */
-	become_closer(a); /* and never let go: no window closes any more */
-	if (a->owner && bhi_is_host(a->owner))
-		bhs_role_drop(a->owner); /* another process's controller may move it now */
-	bha_destroy(a);
 }

@@ -169,7 +169,7 @@ struct bha_seen {
 	uint32_t buckets[BHA_NB];
 };
 
-#include "core/sample_hook.h"
+#include "core/layer.h"
 
 struct bh_adaptive {
 	/* Read by every sample. */
@@ -240,6 +240,9 @@ void bha_set_window_hook(bh_adaptive_t *a,
 			 void *ctx);
 /* Close the open window now, whatever its rules (waits for a closer). */
 void bha_flush(bh_adaptive_t *a);
+/* Take the closer's role even if someone holds it now (waits); detach
+ * keeps it, so that no window closes any more. */
+void bha_become_closer(bh_adaptive_t *a);
 /* Check a config (0 or -EINVAL). */
 int bha_check_config(const struct bh_adaptive_config *cfg);
 

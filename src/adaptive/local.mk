@@ -4,7 +4,11 @@ bhinclude_HEADERS += include/bulkhead/adaptive.h
 src_libbhcore_la_SOURCES += \
 	src/adaptive/adaptive.c \
 	src/adaptive/algo.c \
+	src/adaptive/algo.h \
+	src/adaptive/attach.c \
 	src/adaptive/metrics.c \
+	src/adaptive/own.c \
+	src/adaptive/published.c \
 	src/adaptive/bha.h
 dist_doc_DATA += docs/adaptive.md
 

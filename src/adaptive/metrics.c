@@ -69,57 +69,68 @@ static const struct family fam[F_COUNT] = {
 	{ "bulkhead_adaptive_samples_total", "counter", "Samples, by outcome." },
 };
 
+/* The families with labels: the reason in force, one series per reason or
+ * per outcome. False for a family without. */
+static bool put_labelled(struct out *o, unsigned f, bh_adaptive_t *c,
+			 const struct bh_adaptive_stats *s)
+{
+	const uint64_t by_outcome[] = { s->ok, s->dropped, s->ignored, s->discarded };
+	static const char *const outcome[] = { "ok", "dropped", "ignored", "discarded" };
+
+	switch (f) {
+	case F_REASON:
+		put(o, "%s{", fam[f].name);
+		put_name(o, c);
+		put(o, ",reason=\"%s\"} 1\n", bh_adaptive_reason_name(s->reason));
+		return true;
+	case F_CHANGES:
+		for (unsigned r = 0; r < BH_ADAPTIVE_NREASONS; r++) {
+			put(o, "%s{", fam[f].name);
+			put_name(o, c);
+			put(o, ",reason=\"%s\"} %llu\n", bh_adaptive_reason_name(r),
+			    (unsigned long long)atomic_load_explicit(&c->s_by_reason[r],
+								     memory_order_relaxed));
+		}
+		return true;
+	case F_SAMPLES:
+		for (unsigned k = 0; k < 4; k++) {
+			put(o, "%s{", fam[f].name);
+			put_name(o, c);
+			put(o, ",outcome=\"%s\"} %llu\n", outcome[k], (unsigned long long)by_outcome[k]);
+		}
+		return true;
+	}
+	return false;
+}
+
+static void put_plain(struct out *o, unsigned f, bh_adaptive_t *c,
+		      const struct bh_adaptive_stats *s)
+{
+	put(o, "%s{", fam[f].name);
+	put_name(o, c);
+	put(o, "} ");
+	if (f == F_LIMIT)
+		put(o, "%u", s->limit);
+	else if (f == F_BASELINE)
+		put_secs(o, s->baseline_ns);
+	else if (f == F_SAMPLE)
+		put_secs(o, s->sample_ns);
+	else if (f == F_PEAK)
+		put(o, "%u", s->window_peak);
+	else if (f == F_PROBING)
+		put(o, "%u", s->probing);
+	else
+		put(o, "%llu", (unsigned long long)s->windows);
+	put(o, "\n");
+}
+
 static void family(struct out *o, unsigned f, bh_adaptive_t *const *ctl,
 		   const struct bh_adaptive_stats *st, size_t n)
 {
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name, fam[f].type);
-	for (size_t i = 0; i < n; i++) {
-		const struct bh_adaptive_stats *s = &st[i];
-		const uint64_t by_outcome[] = { s->ok, s->dropped, s->ignored, s->discarded };
-		static const char *const outcome[] = { "ok", "dropped", "ignored", "discarded" };
-
-		switch (f) {
-		case F_REASON:
-			put(o, "%s{", fam[f].name);
-			put_name(o, ctl[i]);
-			put(o, ",reason=\"%s\"} 1\n", bh_adaptive_reason_name(s->reason));
-			continue;
-		case F_CHANGES:
-			for (unsigned r = 0; r < BH_ADAPTIVE_NREASONS; r++) {
-				put(o, "%s{", fam[f].name);
-				put_name(o, ctl[i]);
-				put(o, ",reason=\"%s\"} %llu\n", bh_adaptive_reason_name(r),
-				    (unsigned long long)atomic_load_explicit(
-					    &((bh_adaptive_t *)ctl[i])->s_by_reason[r],
-					    memory_order_relaxed));
-			}
-			continue;
-		case F_SAMPLES:
-			for (unsigned k = 0; k < 4; k++) {
-				put(o, "%s{", fam[f].name);
-				put_name(o, ctl[i]);
-				put(o, ",outcome=\"%s\"} %llu\n", outcome[k],
-				    (unsigned long long)by_outcome[k]);
-			}
-			continue;
-		}
-		put(o, "%s{", fam[f].name);
-		put_name(o, ctl[i]);
-		put(o, "} ");
-		if (f == F_LIMIT)
-			put(o, "%u", s->limit);
-		else if (f == F_BASELINE)
-			put_secs(o, s->baseline_ns);
-		else if (f == F_SAMPLE)
-			put_secs(o, s->sample_ns);
-		else if (f == F_PEAK)
-			put(o, "%u", s->window_peak);
-		else if (f == F_PROBING)
-			put(o, "%u", s->probing);
-		else
-			put(o, "%llu", (unsigned long long)s->windows);
-		put(o, "\n");
-	}
+	for (size_t i = 0; i < n; i++)
+		if (!put_labelled(o, f, ctl[i], &st[i]))
+			put_plain(o, f, ctl[i], &st[i]);
 }
 
 ssize_t bh_adaptive_metrics_prometheus(bh_adaptive_t *const *ctl, size_t n, char *buf,

@@ -101,33 +101,44 @@ static int take_userinfo(const char **rest, struct bhc_endpoint *ep)
 	return 0;
 }
 
-static int parse_host_port(const char *s, size_t n, struct bhc_endpoint *ep)
+/* Where the host and the port (NULL: none) are in s: "[v6]:port" or
+ * "host:port", each port optional. */
+static int split_host_port(const char *s, size_t n, const char **host, size_t *hlen,
+			   const char **port)
 {
-	const char *host = s, *port = NULL;
-	size_t hlen = n;
-	unsigned long v;
-
+	*host = s;
+	*hlen = n;
+	*port = NULL;
 	if (n && s[0] == '[') {
 		const char *close = memchr(s, ']', n);
 
 		if (!close)
 			return -EINVAL;
-		host = s + 1;
-		hlen = (size_t)(close - s) - 1;
+		*host = s + 1;
+		*hlen = (size_t)(close - s) - 1;
 		if (close + 1 < s + n) {
 			if (close[1] != ':')
 				return -EINVAL;
-			port = close + 2;
+			*port = close + 2;
 		}
 	} else {
 		const char *colon = memchr(s, ':', n);
 
 		if (colon) {
-			hlen = (size_t)(colon - s);
-			port = colon + 1;
+			*hlen = (size_t)(colon - s);
+			*port = colon + 1;
 		}
 	}
-	if (hlen == 0)
+	return 0;
+}
+
+static int parse_host_port(const char *s, size_t n, struct bhc_endpoint *ep)
+{
+	const char *host, *port;
+	size_t hlen;
+	unsigned long v;
+
+	if (split_host_port(s, n, &host, &hlen, &port) < 0 || hlen == 0)
 		return -EINVAL;
 	if (hlen >= sizeof(ep->host))
 		return -ENAMETOOLONG;

@@ -8,11 +8,14 @@ CLUSTER_MANS = \
 	docs/man/bh_cluster_fd.3 \
 	docs/man/bh_cluster_set_global_limit.3
 CLUSTER_SOURCES = \
+	src/cluster/bhc.h \
+	src/cluster/clock.c \
 	src/cluster/cluster.c \
 	src/cluster/cluster.h \
 	src/cluster/endpoint.c \
 	src/cluster/endpoint.h \
 	src/cluster/redis.c \
+	src/cluster/renew.c \
 	src/cluster/store.h
 dist_doc_DATA += docs/cluster.md
 EXTRA_DIST += src/cluster/lease.lua

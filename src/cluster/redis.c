@@ -396,6 +396,35 @@ static int send_call(struct rstore *r)
 	return rc;
 }
 
+/* Handle each complete reply the reader holds, while replies are due: the
+ * first error is the exchange's. 0, or -EPROTO for a broken stream. */
+static int take_replies(struct rstore *r)
+{
+	while (r->due) {
+		void *reply = NULL;
+		redisReply *rep;
+		int e;
+
+		if (redisReaderGetReply(r->rd, &reply) != REDIS_OK)
+			return -EPROTO;
+		if (!reply)
+			break;
+		rep = reply;
+		if (r->st == RS_HELLO) {
+			e = hello_reply(r, rep, r->hello_n - r->due);
+		} else if (r->reloading && r->due == 2) {
+			e = rep->type == REDIS_REPLY_ERROR ? map_error(rep->str) : 0;
+		} else {
+			e = call_reply(r, rep);
+		}
+		freeReplyObject(reply);
+		if (e < 0 && !r->err)
+			r->err = e;
+		r->due--;
+	}
+	return 0;
+}
+
 /* Read what arrived; handle each complete reply. 0 when the exchange is
  * complete, -EINPROGRESS when more is due, -errno. */
 static int read_replies(struct rstore *r)
@@ -403,30 +432,10 @@ static int read_replies(struct rstore *r)
 	char buf[16384];
 
 	for (;;) {
-		void *reply = NULL;
 		ssize_t n;
 
-		while (r->due) {
-			redisReply *rep;
-			int e;
-
-			if (redisReaderGetReply(r->rd, &reply) != REDIS_OK)
-				return -EPROTO;
-			if (!reply)
-				break;
-			rep = reply;
-			if (r->st == RS_HELLO) {
-				e = hello_reply(r, rep, r->hello_n - r->due);
-			} else if (r->reloading && r->due == 2) {
-				e = rep->type == REDIS_REPLY_ERROR ? map_error(rep->str) : 0;
-			} else {
-				e = call_reply(r, rep);
-			}
-			freeReplyObject(reply);
-			if (e < 0 && !r->err)
-				r->err = e;
-			r->due--;
-		}
+		if (take_replies(r) < 0)
+			return -EPROTO;
 		if (!r->due)
 			return 0;
 		n = recv(r->fd, buf, sizeof(buf), MSG_DONTWAIT);
@@ -451,83 +460,113 @@ static int fail(struct rstore *r, int e)
 	return e;
 }
 
+/* A step's answer when the machine moves on at once (every other answer,
+ * 0, -EINPROGRESS or an error, ends advance()). */
+#define NEXT 1
+
+static int hello_or_fail(struct rstore *r)
+{
+	int rc = send_hello(r);
+
+	return rc < 0 ? fail(r, rc) : NEXT;
+}
+
+static int call_or_fail(struct rstore *r)
+{
+	int rc = send_call(r);
+
+	return rc < 0 ? fail(r, rc) : NEXT;
+}
+
+static int step_down(struct rstore *r)
+{
+	int rc = begin_connect(r);
+
+	if (rc == -EINPROGRESS)
+		return rc;
+	if (rc < 0)
+		return fail(r, rc);
+	return hello_or_fail(r);
+}
+
+static int step_connecting(struct rstore *r)
+{
+	int err = 0, rc;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err == 0) {
+		struct pollfd p = { .fd = r->fd, .events = POLLOUT };
+
+		if (poll(&p, 1, 0) == 0)
+			return -EINPROGRESS; /* not yet */
+		return hello_or_fail(r);
+	}
+	r->connect_err = err;
+	rc = connect_next(r);
+	if (rc == -EINPROGRESS)
+		return rc;
+	if (rc < 0)
+		return fail(r, rc);
+	return hello_or_fail(r);
+}
+
+/* HELLO or CALL sent: write what is left, read the replies. */
+static int step_exchange(struct rstore *r, struct bhc_grant *g)
+{
+	int rc = flush_out(r);
+
+	if (rc == 0)
+		rc = read_replies(r);
+	if (rc == -EINPROGRESS)
+		return rc;
+	if (rc < 0)
+		return fail(r, rc);
+	if (r->err == -ENOEXEC && r->st == RS_CALL && !r->reloading) {
+		r->reloading = true; /* NOSCRIPT: load and call again */
+		return call_or_fail(r);
+	}
+	if (r->err < 0)
+		return fail(r, r->err == -ENOEXEC ? -EPROTO : r->err);
+	if (r->st == RS_HELLO) {
+		r->st = RS_READY;
+		return NEXT;
+	}
+	r->st = RS_READY;
+	r->have_rq = false;
+	if (r->rq.op == BHC_RENEW)
+		*g = r->grant;
+	return 0;
+}
+
 /* One step of the machine; loops while progress needs no waiting. */
 static int advance(struct bhc_store *s, struct bhc_grant *g)
 {
 	struct rstore *r = rs_of(s);
-	int rc;
+	int rc = NEXT;
 
 	if (!r->have_rq)
 		return -EINVAL;
-	for (;;) {
+	while (rc == NEXT) {
 		switch (r->st) {
 		case RS_DOWN:
-			rc = begin_connect(r);
-			if (rc == -EINPROGRESS)
-				return rc;
-			if (rc < 0)
-				return fail(r, rc);
-			if ((rc = send_hello(r)) < 0)
-				return fail(r, rc);
+			rc = step_down(r);
 			break;
-		case RS_CONNECTING: {
-			int err = 0;
-			socklen_t len = sizeof(err);
-
-			if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-				err = errno;
-			if (err == 0) {
-				struct pollfd p = { .fd = r->fd, .events = POLLOUT };
-
-				if (poll(&p, 1, 0) == 0)
-					return -EINPROGRESS; /* not yet */
-				if ((rc = send_hello(r)) < 0)
-					return fail(r, rc);
-				break;
-			}
-			r->connect_err = err;
-			rc = connect_next(r);
-			if (rc == -EINPROGRESS)
-				return rc;
-			if (rc < 0)
-				return fail(r, rc);
-			if ((rc = send_hello(r)) < 0)
-				return fail(r, rc);
+		case RS_CONNECTING:
+			rc = step_connecting(r);
 			break;
-		}
 		case RS_HELLO:
 		case RS_CALL:
-			rc = flush_out(r);
-			if (rc == 0)
-				rc = read_replies(r);
-			if (rc == -EINPROGRESS)
-				return rc;
-			if (rc < 0)
-				return fail(r, rc);
-			if (r->err == -ENOEXEC && r->st == RS_CALL && !r->reloading) {
-				r->reloading = true; /* NOSCRIPT: load and call again */
-				if ((rc = send_call(r)) < 0)
-					return fail(r, rc);
-				break;
-			}
-			if (r->err < 0)
-				return fail(r, r->err == -ENOEXEC ? -EPROTO : r->err);
-			if (r->st == RS_HELLO) {
-				r->st = RS_READY;
-				break;
-			}
-			r->st = RS_READY;
-			r->have_rq = false;
-			if (r->rq.op == BHC_RENEW)
-				*g = r->grant;
-			return 0;
+			rc = step_exchange(r, g);
+			break;
 		case RS_READY:
 			r->reloading = false;
-			if ((rc = send_call(r)) < 0)
-				return fail(r, rc);
+			rc = call_or_fail(r);
 			break;
 		}
 	}
+	return rc;
 }
 
 static int start(struct bhc_store *s, const struct bhc_request *rq)

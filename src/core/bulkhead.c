@@ -2,6 +2,7 @@
  * attachment. The protocol is elsewhere: the word's fast paths in word.c,
  * the queue and its waits in queue.c, the observers in observe.c. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,4 +172,26 @@ bool bhi_tracks_hold(const bulkhead_t *bh)
 bool bhi_is_host(const bulkhead_t *bh)
 {
 	return bh->ext != NULL;
+}
+
+/* 0, or -EBUSY when another sink is attached. acq_rel: pairs with a
+ * detach's clear, and publishes k's fields to the hooks' loads. */
+int bhk_attach(bulkhead_t *bh, struct bhk_sink *k)
+{
+	struct bhk_sink *none = NULL;
+
+	return atomic_compare_exchange_strong_explicit(&bh->sink, &none, k, memory_order_acq_rel,
+						       memory_order_acquire)
+		       ? 0
+		       : -EBUSY;
+}
+
+/* Unhook and wait until no hook is inside the sink (the protocol is in
+ * sample_hook.h). */
+void bhk_detach(bulkhead_t *bh)
+{
+	atomic_store_explicit(&bh->sink, NULL, memory_order_seq_cst);
+	for (uint32_t i = 0; i <= bh->nslots; i++)
+		while (atomic_load_explicit(&bh->slots[i].in_sink, memory_order_seq_cst))
+			sched_yield();
 }

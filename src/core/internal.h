@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "bulkhead.h"
+#include "layer.h"
 #include "lib/compiler.h"
 #include "lib/list.h"
 
@@ -164,11 +165,7 @@ uint64_t bhi_word(const bulkhead_t *bh);
 /* bh_stats into the first size bytes of an older layout (src/core/compat_0_1.c). */
 int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size);
 
-/* Thread index: 0 = none yet, else index + 1. Initial-exec TLS keeps the
- * fast path free of __tls_get_addr. */
-extern __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
-extern __thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
-uint32_t bhi_tindex_assign(void);
+/* The thread index (bhi_tindex) is declared in layer.h. */
 
 BHI_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
 /* A counter summed over every slot (relaxed: statistics). */

@@ -4,7 +4,12 @@
  * stop when a lease runs out, even if no thread of the layer has run since
  * (a process resumed after SIGSTOP), and whose bh_destroy must give the
  * lease back. The metrics exporter (src/metrics/) reads what a bulkhead
- * exports through it, never the bulkhead's fields.
+ * exports through it, never the bulkhead's fields; the adaptive controller
+ * (src/adaptive/) hooks its sink in through it.
+ *
+ * An optional layer includes the public headers, src/lib/ and this file,
+ * never src/core/internal.h: struct bulkhead, the word and the slots stay
+ * the core's to change (docs/design.md, "What a layer may include").
  *
  * A plain bulkhead pays one flag test on its acquire fast path; releases
  * pay nothing. */
@@ -63,5 +68,35 @@ uint64_t bhi_coarse_res_ns(void);
  * fixed before the bulkhead is shared. */
 bool bhi_tracks_hold(const bulkhead_t *bh);
 bool bhi_is_host(const bulkhead_t *bh);
+
+/* ---- automatic samples (the core emits them: src/core/sample_hook.h) ---- */
+
+enum bhk_source { BHK_HOLD = 1u << 0, BHK_URING = 1u << 1, BHK_POOL = 1u << 2 };
+enum bhk_outcome { BHK_OK, BHK_DROPPED, BHK_IGNORE }; /* = enum bh_outcome */
+
+struct bhk_sink {
+	void (*fn)(struct bhk_sink *k, uint64_t ns, int outcome);
+	uint32_t sources; /* enum bhk_source bits it wants */
+};
+
+/* Hook k into bh: 0, or -EBUSY when another sink is attached. */
+int bhk_attach(bulkhead_t *bh, struct bhk_sink *k);
+/* Unhook bh's sink and wait until no hook is inside it. */
+void bhk_detach(bulkhead_t *bh);
+
+/* ---- the thread index (src/core/tindex.c) --------------------------------- */
+
+/* 0 = none yet, else index + 1; indices of exited threads are reused.
+ * Initial-exec TLS keeps the fast path free of __tls_get_addr. */
+extern __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
+extern __thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
+uint32_t bhi_tindex_assign(void);
+
+/* ---- pools (src/pool/) ------------------------------------------------------ */
+
+struct bh_pool;
+/* A pool's admission bulkhead (running and queued tasks), and in *room the
+ * most it may ever admit: max_threads + queue_capacity. */
+bulkhead_t *bhi_pool_admission(const struct bh_pool *pool, uint32_t *room);
 
 #endif /* BH_LAYER_H */

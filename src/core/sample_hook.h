@@ -23,14 +23,7 @@
 #include <sched.h>
 
 #include "internal.h"
-
-enum bhk_source { BHK_HOLD = 1u << 0, BHK_URING = 1u << 1, BHK_POOL = 1u << 2 };
-enum bhk_outcome { BHK_OK, BHK_DROPPED, BHK_IGNORE }; /* = enum bh_outcome */
-
-struct bhk_sink {
-	void (*fn)(struct bhk_sink *k, uint64_t ns, int outcome);
-	uint32_t sources; /* enum bhk_source bits it wants */
-};
+#include "layer.h" /* struct bhk_sink, bhk_attach, bhk_detach */
 
 /* Whether anything is attached (to decide whether to read a clock). */
 static inline bool bhk_attached(const struct bulkhead *bh)
@@ -65,27 +58,6 @@ static inline void bhk_emit(struct bulkhead *bh, unsigned src, uint64_t ns, int 
 {
 	if (BHI_UNLIKELY(bhk_attached(bh)))
 		bhk_emit_slow(bh, src, ns, outcome);
-}
-
-/* 0, or -EBUSY when another sink is attached. acq_rel: pairs with a
- * detach's clear, and publishes k's fields to the hooks' loads. */
-static inline int bhk_attach(struct bulkhead *bh, struct bhk_sink *k)
-{
-	struct bhk_sink *none = NULL;
-
-	return atomic_compare_exchange_strong_explicit(&bh->sink, &none, k, memory_order_acq_rel,
-						       memory_order_acquire)
-		       ? 0
-		       : -EBUSY;
-}
-
-/* Unhook and wait until no hook is inside the sink. */
-static inline void bhk_detach(struct bulkhead *bh)
-{
-	atomic_store_explicit(&bh->sink, NULL, memory_order_seq_cst);
-	for (uint32_t i = 0; i <= bh->nslots; i++)
-		while (atomic_load_explicit(&bh->slots[i].in_sink, memory_order_seq_cst))
-			sched_yield();
 }
 
 #endif /* BH_SAMPLE_HOOK_H */

@@ -385,3 +385,10 @@ int bh_pool_size(const struct bh_pool_load *in, struct bh_pool_sizing *out)
 	out->fits = in->caller_timeout_ns == 0 || out->queue_wait_ns <= in->caller_timeout_ns;
 	return 0;
 }
+
+/* For the adaptive controller (src/core/layer.h). */
+bulkhead_t *bhi_pool_admission(const bh_pool_t *p, uint32_t *room)
+{
+	*room = p->max + p->cap;
+	return p->adm;
+}

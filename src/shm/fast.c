@@ -314,6 +314,32 @@ static bool sibling(const struct bhs_att *a, const struct bhs_slot *s, const str
 	return s != t && atomic_load_explicit(&s->owner, memory_order_relaxed) == a->pidx + 1u;
 }
 
+/* Inside t's window: debit need permits from this process's other slots,
+ * which hold at least that many; returns what they gave (need). */
+static uint64_t debit_siblings(struct bhs_att *a, struct bhs_slot *t, uint64_t need)
+{
+	uint64_t moved = 0;
+
+	for (uint32_t i = 0; i < a->nslots && need; i++) {
+		struct bhs_slot *s = slot_at(a, i);
+		uint64_t h, k;
+
+		if (!sibling(a, s, t))
+			continue;
+		h = held_of(s, wait_closed(s));
+		k = h < need ? h : need;
+		if (!k)
+			continue;
+		atomic_store_explicit(&s->debit,
+				      atomic_load_explicit(&s->debit, memory_order_relaxed) + k,
+				      memory_order_relaxed);
+		BHS_POINT(BP_XFER);
+		need -= k;
+		moved += k;
+	}
+	return moved;
+}
+
 /* Make slot t hold at least n permits by debiting this process's other
  * slots, or find that the process holds fewer than n: -EOVERFLOW, nothing
  * changed. While it runs no other release window of the process changes a
@@ -324,7 +350,7 @@ static bool sibling(const struct bhs_att *a, const struct bhs_slot *s, const str
  * an open window (reclaim.c). -EAGAIN: a recovery froze the word, retry. */
 int bhs_transfer(struct bhs_att *a, struct bhs_slot *t, uint32_t n)
 {
-	uint64_t lt, have, sum, need;
+	uint64_t lt, have, sum;
 	int r = 0;
 
 	pthread_mutex_lock(&a->xmu);
@@ -344,24 +370,7 @@ int bhs_transfer(struct bhs_att *a, struct bhs_slot *t, uint32_t n)
 		r = -EOVERFLOW;
 		goto out;
 	}
-	need = n - have;
-	for (uint32_t i = 0; i < a->nslots && need; i++) {
-		struct bhs_slot *s = slot_at(a, i);
-		uint64_t h, k;
-
-		if (!sibling(a, s, t))
-			continue;
-		h = held_of(s, wait_closed(s));
-		k = h < need ? h : need;
-		if (!k)
-			continue;
-		atomic_store_explicit(&s->debit,
-				      atomic_load_explicit(&s->debit, memory_order_relaxed) + k,
-				      memory_order_relaxed);
-		BHS_POINT(BP_XFER);
-		need -= k;
-		lt += k;
-	}
+	lt += debit_siblings(a, t, n - have);
 	win_close(t, lt);
 out:
 	/* release: a window that sees xfer clear sees every debit above */

@@ -3,9 +3,11 @@
 # crash points (-DBHS_CRASH_POINTS), which the library itself never has.
 bhinclude_HEADERS += include/bulkhead/shm.h
 SHM_SOURCES = \
+	src/shm/segment.c \
 	src/shm/open.c \
 	src/shm/fast.c \
 	src/shm/queue.c \
+	src/shm/wait.c \
 	src/shm/async.c \
 	src/shm/lock.c \
 	src/shm/reclaim.c \

@@ -8,7 +8,12 @@
  * the owner moves into one of its ledgers itself (bhs_claim_on); waiters
  * sleep on process-shared futex words, never longer than a poll interval,
  * and look for dead processes when a poll ends, so a death is found even
- * when nobody else calls the library (reclaim.c). */
+ * when nobody else calls the library (reclaim.c).
+ *
+ * This file holds the queue under the lock (the list, its nodes, the
+ * grants and the notifications to waiters), the slow paths of try and
+ * release, and close, resize and stats; the blocking waiters' side (sleep,
+ * spin, leave, cancellation) is wait.c. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -18,8 +23,6 @@
 
 #include "seg.h"
 #include "shm/dispatch.h"
-
-#define NONE UINT32_MAX
 
 /* ---- wakes, issued after the lock is dropped --------------------------------- */
 
@@ -65,38 +68,15 @@ void bhs_wake_later(struct bhs_att *a, _Atomic uint32_t *word, bool raw)
 
 /* ---- the list (under the lock) --------------------------------------------------- */
 
-/* An index from the segment, checked: damage never sends us out of it. */
-static inline uint32_t qref(const struct bhs_att *a, _Atomic uint32_t *p)
-{
-	uint32_t v = atomic_load_explicit(p, memory_order_relaxed) - 1u;
-
-	return v < nqnodes(a) ? v : NONE;
-}
-
-static inline void qset(_Atomic uint32_t *p, uint32_t qi)
-{
-	atomic_store_explicit(p, qi == NONE ? 0 : qi + 1u, memory_order_relaxed);
-}
-
-static inline uint32_t qget(_Atomic uint32_t *p)
-{
-	return atomic_load_explicit(p, memory_order_relaxed);
-}
-
-static inline uint32_t head_of(const struct bhs_att *a)
-{
-	return qref(a, &a->seg->qhead);
-}
-
 static void q_append(struct bhs_att *a, uint32_t qi)
 {
 	struct bhs_seg *g = a->seg;
 	struct bhs_qnode *q = qnode_at(a, qi);
 	uint32_t t = qref(a, &g->qtail);
 
-	qset(&q->next, NONE);
+	qset(&q->next, BHS_NONE);
 	qset(&q->prev, t);
-	if (t != NONE)
+	if (t != BHS_NONE)
 		qset(&qnode_at(a, t)->next, qi);
 	else
 		qset(&g->qhead, qi);
@@ -115,16 +95,16 @@ void bhs_q_remove_locked(struct bhs_att *a, uint32_t qi)
 
 	if (!atomic_load_explicit(&q->linked, memory_order_relaxed))
 		return;
-	if (p != NONE)
+	if (p != BHS_NONE)
 		qset(&qnode_at(a, p)->next, n);
 	else
 		qset(&g->qhead, n);
-	if (n != NONE)
+	if (n != BHS_NONE)
 		qset(&qnode_at(a, n)->prev, p);
 	else
 		qset(&g->qtail, p);
-	qset(&q->next, NONE);
-	qset(&q->prev, NONE);
+	qset(&q->next, BHS_NONE);
+	qset(&q->prev, BHS_NONE);
 	atomic_store_explicit(&q->linked, 0, memory_order_relaxed);
 }
 
@@ -136,11 +116,11 @@ uint32_t bhs_extra_alloc_locked(struct bhs_att *a)
 	uint32_t qi = qref(a, &g->free_extra);
 	struct bhs_qnode *q;
 
-	if (qi == NONE || qi < a->nslots)
-		return NONE;
+	if (qi == BHS_NONE || qi < a->nslots)
+		return BHS_NONE;
 	q = qnode_at(a, qi);
 	atomic_store_explicit(&g->free_extra, qget(&q->next), memory_order_relaxed);
-	qset(&q->next, NONE);
+	qset(&q->next, BHS_NONE);
 	atomic_store_explicit(&q->owner, a->pidx + 1u, memory_order_relaxed);
 	return qi;
 }
@@ -246,7 +226,7 @@ static void prewake_head(struct bhs_att *a)
 	struct bhs_qnode *q;
 	uint32_t expect = QS_SLEEPING;
 
-	if (h == NONE || !atomic_load_explicit(&a->seg->short_holds, memory_order_relaxed))
+	if (h == BHS_NONE || !atomic_load_explicit(&a->seg->short_holds, memory_order_relaxed))
 		return;
 	q = qnode_at(a, h);
 	if (atomic_load_explicit(&q->kind, memory_order_relaxed) == QK_SYNC &&
@@ -262,7 +242,7 @@ static void serve(struct bhs_att *a)
 {
 	uint32_t h, guard = nqnodes(a);
 
-	while ((h = head_of(a)) != NONE && guard--) {
+	while ((h = head_of(a)) != BHS_NONE && guard--) {
 		struct bhs_qnode *q = qnode_at(a, h);
 		uint32_t n = atomic_load_explicit(&q->n, memory_order_relaxed);
 		uint64_t w = load_sword(a), nw;
@@ -360,7 +340,7 @@ static bool take_maybe_locked(struct bhs_att *a, struct bhs_slot *s, bool shared
 	return ok;
 }
 
-static void count_maybe_locked(struct bhs_att *a, struct bhs_slot *s, bool shared,
+void bhs_count_maybe_locked(struct bhs_att *a, struct bhs_slot *s, bool shared,
 			       enum bhi_counter c)
 {
 	if (!shared) {
@@ -402,7 +382,7 @@ int bhs_try_slow(struct bhs_att *a, uint32_t n)
 				continue;
 		}
 		if (r == -EBUSY)
-			count_maybe_locked(a, s, shared, BHI_REJECTED);
+			bhs_count_maybe_locked(a, s, shared, BHI_REJECTED);
 		return r;
 	}
 }
@@ -472,272 +452,6 @@ int bhs_release_slow(struct bhs_att *a, uint32_t n)
 	}
 }
 
-/* ---- blocking waiters ---------------------------------------------------------------------- */
-
-struct waiter {
-	struct bhs_att *a;
-	struct bhs_slot *s;
-	uint32_t qi;
-	bool shared; /* s is the shared slot; qi an extra node */
-	uint64_t enqueued_ns;
-};
-
-static bool state_final(uint32_t st)
-{
-	return st >= QS_GRANTED && st <= QS_INVALID;
-}
-
-static int state_result(uint32_t st)
-{
-	return st == QS_GRANTED ? 0 : st == QS_SHUTDOWN ? -ESHUTDOWN : -EINVAL;
-}
-
-/* Whatever ended the wait: a grant goes into our ledger (under the lock
- * when the slot is shared), a failure clears the node. */
-static int settle(struct waiter *wt, uint32_t st)
-{
-	struct bhs_att *a = wt->a;
-	uint32_t final = wt->shared ? QS_DONE : QS_IDLE;
-
-	if (st != QS_GRANTED) {
-		atomic_store_explicit(&qnode_at(a, wt->qi)->state, final, memory_order_relaxed);
-		return state_result(st);
-	}
-	BHS_POINT(BP_GRANTED);
-	if (!wt->shared) {
-		bhs_claim_on(a, wt->s, wt->qi, QS_GRANTED, final, false);
-		return 0;
-	}
-	bhs_lock(a);
-	bhs_claim_on(a, wt->s, wt->qi, QS_GRANTED, final, true);
-	bhs_unlock(a);
-	return 0;
-}
-
-static bool starving(struct bhs_att *a, struct bhs_qnode *q, uint64_t now)
-{
-	struct bhs_seg *g = a->seg;
-
-	return now - atomic_load_explicit(&q->enqueued_ns, memory_order_relaxed) >=
-		       atomic_load_explicit(&g->starve_ns, memory_order_relaxed) &&
-	       now >= atomic_load_explicit(&g->fair_after_ns, memory_order_relaxed);
-}
-
-/* The woken head of an unfair bulkhead races newcomers for the permits, in
- * its ledger's window (a death here leaves the lock held and the window
- * open: the recovery rebuilds). */
-static bool compete(struct waiter *wt)
-{
-	struct bhs_att *a = wt->a;
-	struct bhs_qnode *q = qnode_at(a, wt->qi);
-	uint32_t n = atomic_load_explicit(&q->n, memory_order_relaxed);
-	uint64_t w, nw, now, l;
-	bool won;
-
-	bhs_lock(a);
-	if (atomic_load_explicit(&q->state, memory_order_relaxed) != QS_WOKEN) {
-		bhs_unlock(a);
-		return false;
-	}
-	now = a->ops->now(a->ops->ctx);
-	l = win_open(wt->s);
-	w = load_sword(a);
-	do {
-		won = w_avail(w) >= (int64_t)n;
-		nw = won ? w - n - W_NQ_ONE : w;
-		nw &= ~(W_WOKEN | W_STARVING);
-		if (!won && starving(a, q, now))
-			nw |= W_STARVING;
-	} while (!cas_sword(a, &w, nw));
-	if (won) {
-		win_close(wt->s, l + n); /* counted by the caller, as every queued grant */
-		bhs_q_remove_locked(a, wt->qi);
-		atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE,
-				      memory_order_relaxed);
-		bhs_dispatch_locked(a);
-	} else {
-		win_close(wt->s, l);
-		if (nw & W_STARVING)
-			atomic_store_explicit(&a->seg->fair_after_ns,
-					      now + atomic_load_explicit(&a->seg->starve_ns,
-									 memory_order_relaxed),
-					      memory_order_relaxed);
-		atomic_store_explicit(&q->state, QS_WAITING, memory_order_relaxed);
-	}
-	bhs_unlock(a);
-	return won;
-}
-
-/* The deadline passed: leave the queue, unless a grant beat us to the lock,
- * in which case the permits are ours. */
-static int leave(struct waiter *wt)
-{
-	struct bhs_att *a = wt->a;
-	struct bhs_qnode *q = qnode_at(a, wt->qi);
-	uint32_t st;
-
-	bhs_lock(a);
-	st = atomic_load_explicit(&q->state, memory_order_acquire);
-	if (!state_final(st)) {
-		bhs_unqueue_locked(a, wt->qi);
-		bhs_dispatch_locked(a);
-	}
-	bhs_unlock(a);
-	if (!state_final(st)) {
-		atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE,
-				      memory_order_relaxed);
-		atomic_fetch_add_explicit(&a->seg->timed_out, 1, memory_order_relaxed);
-		return -ETIMEDOUT;
-	}
-	return settle(wt, st);
-}
-
-/* pthread_cancel hit the waiter: it holds nothing when it unwinds. A grant
- * that raced the cancel is given back from the node, under the lock. */
-static void on_cancel(void *arg)
-{
-	struct waiter *wt = arg;
-	struct bhs_att *a = wt->a;
-	struct bhs_qnode *q = qnode_at(a, wt->qi);
-	uint32_t st;
-
-	bhs_lock(a);
-	st = atomic_load_explicit(&q->state, memory_order_acquire);
-	if (st == QS_GRANTED) {
-		atomic_fetch_add_explicit(&a->seg->word, atomic_load_explicit(&q->n,
-									      memory_order_relaxed),
-					  memory_order_acq_rel);
-		bhs_dispatch_locked(a);
-	} else if (!state_final(st)) {
-		bhs_unqueue_locked(a, wt->qi);
-		bhs_dispatch_locked(a);
-	}
-	atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE, memory_order_relaxed);
-	if (wt->shared)
-		bhs_extra_free_locked(a, wt->qi);
-	bhs_unlock(a);
-	atomic_fetch_add_explicit(&a->seg->cancelled, 1, memory_order_relaxed);
-	bhs_record_wait(a, wt->enqueued_ns, -ECANCELED);
-}
-
-static void spin(struct bhs_att *a, struct bhs_qnode *q)
-{
-	for (uint32_t i = 0; i < a->spin_iters; i++) {
-		if (atomic_load_explicit(&q->state, memory_order_relaxed) != QS_WAITING)
-			return;
-		bhi_cpu_relax();
-	}
-}
-
-/* As the core's wait loop, but no sleep is longer than poll_ns: when one
- * ends before our deadline we look for dead processes (who may hold the
- * permits we wait for, or a grant meant for us), then sleep again. */
-static int wait_loop(struct waiter *wt, uint64_t deadline)
-{
-	struct bhs_att *a = wt->a;
-	struct bhs_qnode *q = qnode_at(a, wt->qi);
-
-	for (;;) {
-		/* acquire: pairs with bhs_notify_locked's exchange */
-		uint32_t st = atomic_load_explicit(&q->state, memory_order_acquire);
-		uint64_t until;
-		bool poll;
-
-		if (state_final(st))
-			return settle(wt, st);
-		if (st == QS_WOKEN) {
-			if (compete(wt))
-				return 0;
-			continue;
-		}
-		if (st == QS_WAITING) {
-			uint32_t expect = QS_WAITING;
-
-			spin(a, q);
-			if (!atomic_compare_exchange_strong_explicit(&q->state, &expect, QS_SLEEPING,
-								     memory_order_acq_rel,
-								     memory_order_acquire))
-				continue;
-		}
-		until = a->ops->now(a->ops->ctx) + a->poll_ns;
-		poll = until < deadline;
-		if (a->ops->wait(a->ops->ctx, &q->state, QS_SLEEPING, poll ? until : deadline) !=
-		    -ETIMEDOUT)
-			continue;
-		if (!poll)
-			return leave(wt);
-		bhs_maybe_scan(a);
-	}
-}
-
-static int wait_granted(struct waiter *wt, uint64_t deadline)
-{
-	int r;
-
-	pthread_cleanup_push(on_cancel, wt);
-	r = wait_loop(wt, deadline);
-	pthread_cleanup_pop(0);
-	return r;
-}
-
-/* Queue on this thread's own node (its slot's), or on an extra node when
- * the thread shares its process's slot. */
-int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline)
-{
-	struct waiter wt = { .a = a };
-	bool scanned = false;
-	int r;
-
-	if (!n_valid(n))
-		return -EINVAL;
-	if ((wt.s = bhs_slot_for(a, &wt.shared)) == NULL)
-		return -ENOSPC;
-	wt.enqueued_ns = a->ops->now(a->ops->ctx);
-	if (deadline <= wt.enqueued_ns)
-		return bhs_try_slow(a, n);
-again:
-	bhs_lock(a);
-	wt.qi = wt.shared ? bhs_extra_alloc_locked(a) : slot_index(a, wt.s);
-	if (wt.qi == NONE) {
-		r = -EBUSY; /* no queue node left in the segment */
-	} else {
-		atomic_store_explicit(&qnode_at(a, wt.qi)->enqueued_ns, wt.enqueued_ns,
-				      memory_order_relaxed);
-		r = bhs_admit_locked(a, wt.s, wt.qi, n, QK_SYNC);
-		if (r == 1 && head_of(a) != wt.qi) /* not next: no point spinning */
-			atomic_store_explicit(&qnode_at(a, wt.qi)->state, QS_SLEEPING,
-					      memory_order_relaxed);
-		if (r != 1 && wt.shared)
-			bhs_extra_free_locked(a, wt.qi);
-	}
-	if (r == -EBUSY && scanned)
-		bhs_slot_count(a, wt.s, BHI_REJECTED); /* the lock covers a shared slot */
-	bhs_unlock(a);
-	if (r == -EBUSY && !scanned) {
-		scanned = true;
-		if (bhs_maybe_scan(a))
-			goto again;
-		bhs_lock(a);
-		bhs_slot_count(a, wt.s, BHI_REJECTED);
-		bhs_unlock(a);
-	}
-	if (r == 1) {
-		BHS_POINT(BP_QUEUED);
-		r = wait_granted(&wt, deadline);
-		bhs_record_wait(a, wt.enqueued_ns, r);
-		if (r == 0)
-			count_maybe_locked(a, wt.s, wt.shared, BHI_ACQUIRED);
-		if (wt.shared) {
-			bhs_lock(a);
-			bhs_extra_free_locked(a, wt.qi);
-			bhs_unlock(a);
-		}
-	}
-	if (r == 0 && (a->flags & BH_TRACK_HOLD))
-		bhs_hold_begin(a, n);
-	return r;
-}
-
 /* ---- close, resize, stats -------------------------------------------------------------- */
 
 /* Fail every queued waiter asking for more than above_n. */
@@ -745,7 +459,7 @@ static void fail_waiters(struct bhs_att *a, uint32_t above_n, uint32_t state)
 {
 	uint32_t qi = head_of(a), guard = nqnodes(a);
 
-	while (qi != NONE && guard--) {
+	while (qi != BHS_NONE && guard--) {
 		struct bhs_qnode *q = qnode_at(a, qi);
 		uint32_t next = qref(a, &q->next);
 

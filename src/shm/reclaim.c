@@ -299,6 +299,20 @@ static void relist_extra(struct bhs_att *a)
 			bhs_extra_free_locked(a, i);
 }
 
+/* Which processes are taken, and which of those are alive now (their
+ * liveness lock is held). */
+static void find_live(struct bhs_att *a, struct census *c)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		/* acquire: pairs with claim_proc's CAS */
+		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE)
+			continue;
+		c->taken[i / 64] |= 1ull << (i % 64);
+		if (bhs_proc_alive(a, i))
+			c->live[i / 64] |= 1ull << (i % 64);
+	}
+}
+
 /* Free the processes that were taken at the census but are not counted
  * among the living: their share was left out of the sums, so they must
  * go. A slot that was free at the census and is taken now registered
@@ -332,14 +346,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 	 * fast-path CAS before it, so their PEND stores are visible */
 	w = atomic_fetch_or_explicit(&g->word, S_FROZEN, memory_order_seq_cst);
 	BHS_POINT(BP_REBUILD);
-	for (uint32_t i = 0; i < a->nprocs; i++) {
-		/* acquire: pairs with claim_proc's CAS */
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE)
-			continue;
-		c.taken[i / 64] |= 1ull << (i % 64);
-		if (bhs_proc_alive(a, i))
-			c.live[i / 64] |= 1ull << (i % 64);
-	}
+	find_live(a, &c);
 	BHS_POINT(BP_CENSUS);
 	if (!windows_closed(a, &c, must)) {
 		/* Nothing CASes a frozen word and we hold the lock: w is exact. */

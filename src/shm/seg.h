@@ -58,6 +58,12 @@ static inline uint32_t s_nq(uint64_t w)
 #define BHS_MAGIC 0x314d48536b6c7562ull /* "bulkSHM1", little-endian */
 #define BHS_LAYOUT 1u
 
+/* Offsets in the segment are cache-line aligned. */
+static inline size_t bhs_align_up(size_t v)
+{
+	return (v + BHI_CACHELINE - 1) & ~(size_t)(BHI_CACHELINE - 1);
+}
+
 /* Everything here is written once, by the creator, before the file is
  * linked into place; attach checks it field by field and by checksum. */
 struct bhs_hdr {
@@ -229,6 +235,34 @@ static inline uint32_t nqnodes(const struct bhs_att *a)
 	return a->nslots + a->nextra;
 }
 
+/* No queue node: the null of the queue's links, which the segment stores
+ * as index + 1 (0: none). */
+#define BHS_NONE UINT32_MAX
+
+/* An index from the segment, checked: damage never sends us out of it. */
+static inline uint32_t qref(const struct bhs_att *a, _Atomic uint32_t *p)
+{
+	uint32_t v = atomic_load_explicit(p, memory_order_relaxed) - 1u;
+
+	return v < nqnodes(a) ? v : BHS_NONE;
+}
+
+static inline void qset(_Atomic uint32_t *p, uint32_t qi)
+{
+	atomic_store_explicit(p, qi == BHS_NONE ? 0 : qi + 1u, memory_order_relaxed);
+}
+
+static inline uint32_t qget(_Atomic uint32_t *p)
+{
+	return atomic_load_explicit(p, memory_order_relaxed);
+}
+
+/* The queue's head (under the lock). */
+static inline uint32_t head_of(const struct bhs_att *a)
+{
+	return qref(a, &a->seg->qhead);
+}
+
 static inline uint64_t load_sword(const struct bhs_att *a)
 {
 	return atomic_load_explicit(&a->seg->word, memory_order_relaxed);
@@ -351,9 +385,14 @@ void bhs_hold_begin(struct bhs_att *a, uint32_t n);
 /* True when the thread's hold ended: *ns is its length. */
 bool bhs_hold_end(struct bhs_att *a, uint32_t n, uint64_t *ns);
 
+/* wait.c */
+int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline_ns);
+
 /* queue.c */
 int bhs_try_slow(struct bhs_att *a, uint32_t n);
-int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline_ns);
+/* Count c on s, under the lock when s is the shared slot. */
+void bhs_count_maybe_locked(struct bhs_att *a, struct bhs_slot *s, bool shared,
+			    enum bhi_counter c);
 int bhs_release_slow(struct bhs_att *a, uint32_t n);
 void bhs_wake_later(struct bhs_att *a, _Atomic uint32_t *word, bool raw);
 void bhs_flush_wakes(struct bhs_att *a);
@@ -379,6 +418,19 @@ bool bhs_rebuild_locked(struct bhs_att *a, bool must);
 void bhs_reclaim_self_locked(struct bhs_att *a);
 void bhs_free_proc_locked(struct bhs_att *a, uint32_t pidx);
 uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open_window);
+
+/* segment.c */
+#define BHS_CFG_FLAGS (BH_FAIR | BH_TRACK_HOLD | BH_NO_STATS)
+int bhs_check_name(const char *name);
+/* The file of segment name: 0, or -ENAMETOOLONG. */
+int bhs_path_of(const char *name, char *buf, size_t len);
+int bhs_check_hdr(const struct bhs_hdr *h, const char *name, off_t file_size);
+int bhs_check_state(const struct bhs_seg *g);
+int bhs_check_cfg(const struct bh_config *cfg, const struct bhs_hdr *h, const char *name);
+/* Create the segment complete, then link it at path. Returns its fd (our
+ * own open file description), or -EEXIST when it appeared meanwhile. */
+int bhs_create_seg(const char *name, const char *path, const struct bh_config *cfg,
+		   unsigned mode);
 
 /* open.c */
 int bhs_register(struct bhs_att *a);

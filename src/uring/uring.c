@@ -543,6 +543,41 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 	return kind;
 }
 
+/* One batch of CQEs as booked, before fn sees them. */
+struct chunk {
+	struct {
+		struct io_uring_cqe *cqe;
+		struct bh_uring_op *op;
+		int kind;
+	} e[CHUNK];
+	unsigned done;
+	bool woken;
+};
+
+/* Book the n CQEs from head into k and give their permits back in one
+ * batch. Inlined into reap_chunk (the reap's hot loop). */
+static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct chunk *k)
+{
+	struct io_uring_cq *cq = &t->ring->cq;
+	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(t->ring);
+	struct rel_batch rb;
+	uint64_t now = 0;
+
+	rb.used = 0;
+	k->done = 0;
+	k->woken = false;
+	for (unsigned i = 0; i < n; i++) {
+		struct io_uring_cqe *cqe = &cq->cqes[((head + i) & mask) << shift];
+		int kind = classify(t, cqe, &k->e[i].op, &rb, &now);
+
+		k->e[i].cqe = cqe;
+		k->e[i].kind = kind;
+		k->done += kind == BH_URING_DONE;
+		k->woken |= kind == BH_URING_HELPER && is_wake(cqe);
+	}
+	rel_flush(&rb);
+}
+
 /* One batch: book up to CHUNK CQEs, give the permits back, then show them to
  * fn - so a callback that starts a new op finds the permits free - and
  * advance the CQ. Returns how many CQEs it consumed. */
@@ -550,42 +585,22 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 {
 	struct io_uring *ring = t->ring;
 	struct io_uring_cq *cq = &ring->cq;
-	struct io_uring_cqe *cqes = cq->cqes;
-	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(ring);
 	/* acquire: the CQEs are written before the kernel moves the tail */
 	unsigned head = *cq->khead, n = io_uring_smp_load_acquire(cq->ktail) - head;
-	struct {
-		struct io_uring_cqe *cqe;
-		struct bh_uring_op *op;
-		int kind;
-	} b[CHUNK];
-	struct rel_batch rb;
-	unsigned done = 0;
-	uint64_t now = 0;
-	bool woken = false;
+	struct chunk k;
 
 	if (n == 0)
 		return 0;
 	if (n > CHUNK)
 		n = CHUNK;
-	rb.used = 0;
-	for (unsigned i = 0; i < n; i++) {
-		struct io_uring_cqe *cqe = &cqes[((head + i) & mask) << shift];
-		int kind = classify(t, cqe, &b[i].op, &rb, &now);
-
-		b[i].cqe = cqe;
-		b[i].kind = kind;
-		done += kind == BH_URING_DONE;
-		woken |= kind == BH_URING_HELPER && is_wake(cqe);
-	}
-	rel_flush(&rb);
-	t->ops -= done;
-	t->st.finished += done;
+	book_chunk(t, head, n, &k);
+	t->ops -= k.done;
+	t->st.finished += k.done;
 	for (unsigned i = 0; fn && i < n; i++)
-		if (b[i].kind != BH_URING_HELPER && b[i].kind >= 0)
-			fn(ctx, b[i].cqe, b[i].kind, b[i].op);
+		if (k.e[i].kind != BH_URING_HELPER && k.e[i].kind >= 0)
+			fn(ctx, k.e[i].cqe, k.e[i].kind, k.e[i].op);
 	io_uring_cq_advance(ring, n);
-	if (woken || t->ready_head)
+	if (k.woken || t->ready_head)
 		bhu_deliver(t);
 	return n;
 }

@@ -1,0 +1,71 @@
+#!/bin/sh
+# What an optional layer may include (docs/design.md): the public headers,
+# src/lib/, the core's layer interface (src/core/layer.h), its own folder's
+# headers and another layer's interface header (src/shm/role.h). The core's
+# private header (struct bulkhead, the word, the slots) and the other
+# folders' private headers stay out, directly or through another header.
+# It follows every quoted #include from each layer source, and first checks
+# a made-up layer that reaches internal.h through a header, to prove it
+# can fail.
+src=${top_srcdir:-.}/src
+allowed_other='core/layer.h shm/role.h'
+
+# resolve FROM_DIR NAME: the file a quoted include names, or nothing.
+resolve() {
+	for base in "$1" "$src" "${top_srcdir:-.}/include" "${top_builddir:-.}/include"; do
+		[ -f "$base/$2" ] && { echo "$base/$2"; return; }
+	done
+}
+
+# check LAYER_DIR FILE...: print "FILE: HEADER" for every header out of bounds.
+check() {
+	layer=$1
+	shift
+	seen=
+	todo=$*
+	while [ -n "$todo" ]; do
+		set -- $todo
+		f=$1
+		shift
+		todo=$*
+		case " $seen " in *" $f "*) continue ;; esac
+		seen="$seen $f"
+		for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+			h=$(resolve "$(dirname "$f")" "$inc")
+			[ -n "$h" ] || continue # generated (lease_lua.h) or a system header
+			rel=${h#"$src"/}
+			case $h in
+			*/include/bulkhead/* | */include/bulkhead.h | "$src"/lib/*) ;;
+			"$layer"/*) ;;
+			*)
+				ok=no
+				for a in $allowed_other; do [ "$rel" = "$a" ] && ok=yes; done
+				[ $ok = yes ] || echo "$f: $rel"
+				;;
+			esac
+			todo="$todo $h"
+		done
+	done
+}
+
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/src/fake" "$tmp/src/core"
+echo '#include "core/internal.h"' >"$tmp/src/fake/priv.h"
+echo '#include "priv.h"' >"$tmp/src/fake/fake.c"
+: >"$tmp/src/core/internal.h"
+[ "$(src=$tmp/src check "$tmp/src/fake" "$tmp/src/fake/fake.c" | wc -l)" -eq 1 ] ||
+	{ echo "the check missed internal.h reached through a header"; exit 1; }
+
+bad=
+for layer in adaptive cluster metrics; do
+	out=$(check "$src/$layer" "$src/$layer"/*.c)
+	[ -z "$out" ] || bad="$bad$out
+"
+done
+if [ -n "$bad" ]; then
+	echo "optional layers include private headers of the core or of other folders:"
+	printf '%s' "$bad"
+	exit 1
+fi
+exit 0
