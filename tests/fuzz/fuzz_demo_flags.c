@@ -61,7 +61,8 @@ static void check_config(const struct bhf_argv *a, const char *err, const struct
 	if (!(c->fault_at_s < c->duration_s))
 		bhf_fail(a, err, "the fault starts at %g s of a %g s run", c->fault_at_s,
 			 c->duration_s);
-	if (!(c->latency_s[DEP_PAY] < c->fault_latency_s))
+	/* --scenario adaptive's fault is a drop in capacity, not a slowdown */
+	if (!c->fault_capacity && !(c->latency_s[DEP_PAY] < c->fault_latency_s))
 		bhf_fail(a, err, "the fault is not a slowdown");
 	for (int d = 0; d < NDEPS; d++)
 		if (c->conc[d] > BH_LIMIT_MAX || c->queue[d] > BH_QUEUE_MAX)
@@ -70,6 +71,18 @@ static void check_config(const struct bhf_argv *a, const char *err, const struct
 		bhf_fail(a, err, "a call deadline of %g s", c->call_deadline_s);
 	if (c->runs == 0 || (c->runs & ~(RUN_WITHOUT | RUN_WITH)))
 		bhf_fail(a, err, "runs = %u", c->runs);
+}
+
+/* The scenarios bulkhead-demo(1) lists. */
+static bool known_scenario(const char *sc)
+{
+	static const char *const names[] = { "containment", "async-trap", "adaptive", "prefork",
+					     "cluster" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(sc, names[i]) == 0)
+			return true;
+	return false;
 }
 
 /* One parse: 0 accepted (c filled), else the exit status + 1. */
@@ -109,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s1 != 0) {
 		bhf_check_refusal(&a, "bulkhead-demo", s1 - 1, cap1.text);
 	} else {
-		if (strcmp(sc1, "containment") != 0 && strcmp(sc1, "async-trap") != 0)
+		if (!known_scenario(sc1))
 			bhf_fail(&a, cap1.text, "accepted the scenario '%s'", sc1);
 		check_config(&a, cap1.text, &c1);
 	}
@@ -135,6 +148,11 @@ const struct bhf_seed bhf_seeds[] = {
 	SEED("demo-fault-fast", "--pay-latency\0006s\0--fault-latency\0005s"),
 	SEED("demo-bad-bulkhead", "--pay-bulkhead\0008+\0"),
 	SEED("demo-help", "-qh"),
+	SEED("demo-prefork", "--scenario\0prefork\0--procs\0003"),
+	SEED("demo-cluster", "--scenario=cluster\0-d\0004"),
+	SEED("demo-adaptive", "--scenario\0adaptive\0--pay-capacity\0003"),
+	SEED("demo-adaptive-slow-pay", "--sc\0adaptive\0--pay-l\0006s"),
+	SEED("demo-scenario-twice", "--sc\0\0--sc\0prefork"),
 	SEED("demo-all-values", "-r\000500\0--pay-share\0000.5\0-w\00064\0--accept-queue\000200\0"
 				"--inv-timeout\000800ms\0--pay-timeout\0003s\0--inv-latency\00010ms\0"
 				"--pay-latency\000150ms\0--jitter\0000.3\0--fault-latency\0004s\0"
