@@ -363,8 +363,13 @@ int main(int argc, char **argv)
 	bench_print_machine(stdout);
 	calibrate();
 	for (int r = 0; r < reps; r++) {
-		for (int k = 0; k < I_COUNT; k++)
+		/* the order rotates from round to round, so that neither of a
+		 * pair is always the one measured right after the other */
+		for (int n = 0; n < I_COUNT; n++) {
+			int k = (n + r) % I_COUNT;
+
 			pair[k][r] = uncontended_ns((enum impl)k, k == I_SYSV ? iters / 20 : iters);
+		}
 		for (int p = 0; p < 2; p++)
 			for (int k = 0; k < I_COUNT; k++)
 				cont[p][k][r] = k == I_LOCAL
