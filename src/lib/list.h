@@ -1,6 +1,6 @@
 /* One intrusive doubly-linked list for every layer of libbulkhead: the
- * core's waiter queue, the pool's task queue and worker lists, the stress
- * suite's shadow queue. Private (BHI_/bhi_ prefix); no locking: each list
+ * core's waiter queue, the pool's task queue and worker lists, the io_uring
+ * tracker's waiting and holding ops, the stress suite's shadow queue. Private (BHI_/bhi_ prefix); no locking: each list
  * is guarded by whoever owns it. Include it as "lib/list.h".
  *
  * The operations are the kernel's list_head ones (init, empty, first,

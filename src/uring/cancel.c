@@ -120,15 +120,15 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 	if (!t || t->reaping)
 		return -EINVAL;
 	t->closing = true;
-	while (t->waitq.head) {
-		struct bh_uring_op *op = t->waitq.head;
+	while (list_first(&t->waitq)) {
+		struct bh_uring_op *op = list_first(&t->waitq);
 
 		bhu_withdraw(t, op);
 		op->fn(op, -ECANCELED);
 	}
 	/* Granted permits no SQE will ever use (gets fail from here on). */
-	while (t->heldq.head)
-		unhold(t, t->heldq.head);
+	while (list_first(&t->heldq))
+		unhold(t, list_first(&t->heldq));
 	if (tracker_busy(t) && (r = cancel_everything(t, deadline_ns, fn, ctx)) < 0)
 		return r;
 	for (;;) {

@@ -6,6 +6,7 @@
 
 #include "bulkhead/uring.h"
 #include "lib/compiler.h"
+#include "lib/list.h"
 
 /* Where an op is. Only the owner thread reads or writes it. */
 enum op_state {
@@ -35,10 +36,13 @@ enum ud_tag {
 #define UD_PTR_MASK (((1ull << 56) - 1) & ~UD_TAG_MASK)
 #define UD_MAGIC ((uint64_t)BH_URING_UD_TAG << 56)
 
-/* Ops the owner keeps in order, linked through next/prev; an op is on one
- * list at most (waiting or holding permits). */
+/* Ops the owner keeps in order, linked through next/prev (lib/list.h); an
+ * op is on one list at most (waiting or holding permits). The count is
+ * what bh_uring_stats reports. */
+BHI_LIST_DEFINE(bhu_ops, struct bh_uring_op, next, prev)
+
 struct op_list {
-	struct bh_uring_op *head, *tail;
+	struct bhu_ops ops;
 	uint32_t count;
 };
 
@@ -96,28 +100,19 @@ static inline struct io_uring_sqe *helper_sqe(bh_uring_t *t, const void *p, enum
 
 static inline void list_add(struct op_list *l, struct bh_uring_op *op)
 {
-	op->next = NULL;
-	op->prev = l->tail;
-	if (l->tail)
-		l->tail->next = op;
-	else
-		l->head = op;
-	l->tail = op;
+	bhu_ops_add_tail(&l->ops, op);
 	l->count++;
 }
 
 static inline void list_del(struct op_list *l, struct bh_uring_op *op)
 {
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		l->head = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
-	else
-		l->tail = op->prev;
-	op->next = op->prev = NULL;
+	bhu_ops_del(&l->ops, op);
 	l->count--;
+}
+
+static inline struct bh_uring_op *list_first(const struct op_list *l)
+{
+	return bhu_ops_first(&l->ops);
 }
 
 /* The SQE at idx is still ours to edit: taken, not yet handed to the kernel. */
