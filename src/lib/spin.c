@@ -48,9 +48,12 @@ void bhi_spin_end(void)
 	atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
 }
 
+/* The first look comes before the count: a word that already moved (the
+ * permit came while we queued) costs no locked instruction. */
 void bhi_spin_while(_Atomic uint32_t *word, uint32_t value, uint32_t iters)
 {
-	if (!iters || !bhi_spin_begin())
+	if (!iters || atomic_load_explicit(word, memory_order_relaxed) != value ||
+	    !bhi_spin_begin())
 		return;
 	for (uint32_t i = 0; i < iters; i++) {
 		if (atomic_load_explicit(word, memory_order_relaxed) != value)
