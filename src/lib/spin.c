@@ -37,7 +37,7 @@ bool bhi_spin_begin(void)
 {
 	uint32_t before = atomic_fetch_add_explicit(&spinners, 1, memory_order_relaxed);
 
-	if ((long)before + 1 < cpus_online())
+	if ((long)before < cpus_online())
 		return true;
 	atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
 	return false;

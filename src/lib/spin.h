@@ -1,12 +1,18 @@
 /* The one spin policy: how long a waiter may poll before it sleeps, and
  * whether it may poll at all. Private (bhi_); include it as "lib/spin.h".
  *
- * A spinner helps only while the thread it waits for is running, and that
- * thread needs a CPU. So the process counts its spinners (the core's and
- * the shm layer's head waiters, the pool's pollers) and a thread may spin
- * only if spinners + 1 < online CPUs: one CPU is always left for the
- * holder. A refused spinner just sleeps at once. Only slow paths ask:
- * bh_try_acquire and bh_release never touch the count. */
+ * A spinner helps only while the thread it waits for runs, so spinners
+ * must not take every CPU from the threads that do the work. The process
+ * counts its spinners (the core's and the shm layer's head waiters, the
+ * pool's pollers) and a thread may spin only while spinners < online CPUs:
+ * never more spinners than CPUs, however many bulkheads and pools wait at
+ * once. A refused spinner sleeps at once. The stricter rule, one CPU always
+ * left for the holder (spinners + 1 < CPUs), was measured and is not used:
+ * on 2 vCPUs it allowed one spinner, so a head woken early to overlap the
+ * holder's work found the old head still spinning, slept, and needed a
+ * futex wake at its turn; BH_FAIR at 8 threads / 1 permit lost about 20%
+ * (docs/design.md). Only slow paths ask: bh_try_acquire and
+ * bh_release never touch the count. */
 #ifndef BHI_SPIN_H
 #define BHI_SPIN_H
 
