@@ -23,6 +23,13 @@ tests_test_list_SOURCES = tests/test_list.c
 tests_test_list_CFLAGS = $(TEST_CFLAGS)
 tests_test_list_LDADD = $(CMOCKA_LIBS)
 TESTS += tests/test_list
+
+# The futex wrappers and the spin policy (src/lib/futex.h, src/lib/spin.h).
+check_PROGRAMS += tests/test_futex
+tests_test_futex_SOURCES = tests/test_futex.c
+tests_test_futex_CFLAGS = $(TEST_CFLAGS)
+tests_test_futex_LDADD = $(TEST_LIBS)
+TESTS += tests/test_futex
 endif
 
 # Only bh_* leaves the shared library.

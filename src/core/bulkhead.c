@@ -24,25 +24,6 @@ static uint32_t slot_count(void)
 	return n;
 }
 
-/* Polls that fit in ns, from the measured cost of one pause (it ranges
- * from ~1 to ~40 ns across x86 generations). */
-static uint32_t spin_iters_for(uint64_t ns)
-{
-	static _Atomic uint32_t pause_ps; /* picoseconds per poll, 0 = unknown */
-	uint32_t ps = atomic_load_explicit(&pause_ps, memory_order_relaxed);
-
-	if (ps == 0) {
-		uint64_t t0 = bh_now_ns();
-
-		for (int i = 0; i < 2000; i++)
-			bhi_cpu_relax();
-		ps = (uint32_t)((bh_now_ns() - t0) * 1000 / 2000);
-		ps = ps < 500 ? 500 : ps;
-		atomic_store_explicit(&pause_ps, ps, memory_order_relaxed);
-	}
-	return (uint32_t)(ns * 1000 / ps);
-}
-
 #define BH_ALL_FLAGS (BH_FAIR | BH_TRACK_HOLD | BH_NO_STATS)
 
 static int check_config(const struct bh_config *cfg)
@@ -106,7 +87,7 @@ int bh_create(const struct bh_config *cfg, bulkhead_t **out)
 	bh->ops = &bhi_futex_ops;
 	bh->starve_ns = BH_MSEC;
 	bh->spin_ns = BHI_SPIN_NS;
-	bh->spin_iters = spin_iters_for(bh->spin_ns);
+	bh->spin_iters = bhi_spin_iters_for(bh->spin_ns);
 	*out = bh;
 	return 0;
 }
@@ -142,7 +123,7 @@ void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops)
 void bhi_set_spin_ns(bulkhead_t *bh, uint64_t ns)
 {
 	bh->spin_ns = ns;
-	bh->spin_iters = ns ? spin_iters_for(ns) : 0;
+	bh->spin_iters = ns ? bhi_spin_iters_for(ns) : 0;
 }
 
 void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns)

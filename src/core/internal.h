@@ -13,8 +13,7 @@
 #include "layer.h"
 #include "lib/compiler.h"
 #include "lib/list.h"
-
-#define BHI_SPIN_NS (20 * BH_USEC) /* a head waiter's spin budget */
+#include "lib/spin.h" /* BHI_SPIN_NS: a head waiter's spin budget */
 
 /*
  * The state word (see docs/design.md):

@@ -384,14 +384,11 @@ static void on_cancel(void *arg)
 }
 
 /* A head waiter polls its word a little before sleeping: with short holds
- * the permit arrives within microseconds and the handoff needs no syscall. */
+ * the permit arrives within microseconds and the handoff needs no syscall.
+ * Only while a CPU is free for the holder (lib/spin.h). */
 static void spin(const struct bulkhead *bh, struct sync_waiter *sw)
 {
-	for (uint32_t i = 0; i < bh->spin_iters; i++) {
-		if (atomic_load_explicit(&sw->state, memory_order_relaxed) != WS_WAITING)
-			return;
-		bhi_cpu_relax();
-	}
+	bhi_spin_while(&sw->state, WS_WAITING, bh->spin_iters);
 }
 
 static int wait_loop(struct bulkhead *bh, struct sync_waiter *sw, uint64_t deadline)

@@ -3,13 +3,12 @@
  * other files (pool_internal.h lists them); docs/pool.md explains them. */
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib/futex.h"
 #include "lib/sizing.h"
 #include "pool_internal.h"
 #include "task.h"
@@ -27,17 +26,14 @@ static int real_wait(void *ctx, enum bhp_wait_kind kind, _Atomic uint32_t *word,
 
 static void real_wake(void *ctx, _Atomic uint32_t *word, bool all)
 {
-	int saved = errno;
-
 	(void)ctx;
-	syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, all ? INT_MAX : 1);
-	errno = saved;
+	bhi_futex_wake(word, all ? INT_MAX : 1, 0);
 }
 
 static uint64_t real_now(void *ctx)
 {
 	(void)ctx;
-	return bh_now_ns();
+	return bhi_now_ns();
 }
 
 static int real_create(void *ctx, pthread_t *tid, const pthread_attr_t *attr,

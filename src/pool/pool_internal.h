@@ -24,6 +24,7 @@
 #include "core/sample_hook.h"
 #include "lib/compiler.h"
 #include "lib/list.h"
+#include "lib/spin.h"
 
 /*
  * A task's state word (bh_task.priv.state): a phase in the low bits, flags
@@ -103,6 +104,7 @@ struct bhp_worker {
 	bool idle;                           /* on pollers or sleepers */
 	bool start_idle;                     /* started without a task (PRESTART) */
 	bool above_core;                     /* went idle above core: keep-alive applies */
+	bool spinner;                        /* counted by bhi_spin_begin (lib/spin.h) */
 };
 
 enum { S_FREE, S_LIVE, S_ZOMBIE };

@@ -22,15 +22,18 @@ bool bhp_on_own_thread(const struct bh_pool *p)
 
 /* ---- going idle, leaving ---------------------------------------------------- */
 
-/* The worker goes idle: it polls if polling pays and the pool has fewer than
- * max_pollers polling, else it will sleep (and, above core, may wait only
- * keep_alive). The deadlines themselves are read from the clock by the
- * worker after the unlock: no clock read inside a critical section. */
+/* The worker goes idle: it polls if polling pays, the pool has fewer than
+ * max_pollers polling and a CPU is free for it (lib/spin.h: asked last, as
+ * it counts the worker as a spinner until end_spin), else it will sleep
+ * (and, above core, may wait only keep_alive). The deadlines themselves are
+ * read from the clock by the worker after the unlock: no clock read inside
+ * a critical section. */
 static void idle_push_locked(struct bh_pool *p, struct bhp_worker *w)
 {
 	bool poll = p->spin_ns && p->npollers < p->max_pollers &&
-		    atomic_load_explicit(&p->spin_on, memory_order_relaxed);
+		    atomic_load_explicit(&p->spin_on, memory_order_relaxed) && bhi_spin_begin();
 
+	w->spinner = poll;
 	w->idle = true;
 	w->above_core = p->alive > p->core;
 	if (poll) {
@@ -117,6 +120,7 @@ static struct bhp_worker *slot_take_locked(struct bh_pool *p, struct bh_task *t)
 	w->idle = false;
 	w->start_idle = !t;
 	w->above_core = false; /* started below core (PRESTART) or with a task */
+	w->spinner = false;
 	w->num = ++p->nthreads;
 	atomic_store_explicit(&w->park, t ? P_BUSY : P_IDLE, memory_order_relaxed);
 	return w;
@@ -233,6 +237,16 @@ static void stop_polling(struct bh_pool *p, struct bhp_worker *w)
 	pool_unlock(p);
 }
 
+/* The poll phase is over, whichever way it ended (a task handed over before
+ * it began included): the worker no longer counts as a spinner. */
+static void end_spin(struct bhp_worker *w)
+{
+	if (w->spinner) {
+		w->spinner = false;
+		bhi_spin_end();
+	}
+}
+
 /* Handed a task after sleeping: had it come within spin_ns, polling would
  * have caught it without the wake-up. */
 static void poll_learn(struct bh_pool *p, uint64_t slept_at)
@@ -287,6 +301,7 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 		if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL &&
 		    !poll_work(p, w))
 			stop_polling(p, w);
+		end_spin(w);
 		/* acquire: pairs with hand_off()'s exchange, w->task is visible */
 		s = atomic_load_explicit(&w->park, memory_order_acquire);
 		if (s == P_GO) {

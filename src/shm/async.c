@@ -15,12 +15,10 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <signal.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/futex.h"
 #include "seg.h"
 #include "shm/dispatch.h"
 
@@ -39,13 +37,10 @@ static int result_of(uint32_t st)
 	return st == QS_GRANTED ? 0 : st == QS_SHUTDOWN ? -ESHUTDOWN : -EINVAL;
 }
 
+/* A relative timeout, as before: the agent sleeps at most ns per round. */
 static void agent_wait(_Atomic uint32_t *word, uint32_t v, uint64_t ns)
 {
-	struct timespec ts = { .tv_sec = (time_t)(ns / BH_SEC), .tv_nsec = (long)(ns % BH_SEC) };
-	int saved = errno;
-
-	syscall(SYS_futex, word, FUTEX_WAIT, v, &ts, NULL, 0);
-	errno = saved;
+	bhi_futex_wait_for(word, v, ns, BHI_FUTEX_SHARED);
 }
 
 static void count_on_slot(struct bhs_att *a, enum bhi_counter c)
@@ -161,7 +156,7 @@ void bhs_agent_stop(struct bhs_att *a)
 	pthread_mutex_unlock(&a->mu);
 	atomic_store_explicit(&a->agent_stop, true, memory_order_release);
 	atomic_fetch_add_explicit(&a->proc->agent, 1, memory_order_release);
-	syscall(SYS_futex, &a->proc->agent, FUTEX_WAKE, INT_MAX);
+	bhi_futex_wake(&a->proc->agent, INT_MAX, BHI_FUTEX_SHARED);
 	pthread_join(a->agent, NULL);
 }
 

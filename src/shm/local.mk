@@ -21,6 +21,7 @@ src_libbhcore_la_SOURCES += $(SHM_SOURCES)
 noinst_LTLIBRARIES += src/libbhcrash.la
 src_libbhcrash_la_SOURCES = \
 	$(BHCORE_SOURCES) \
+	$(BHLIB_SOURCES) \
 	$(SHM_SOURCES) \
 	src/shm/point.c
 src_libbhcrash_la_CFLAGS = $(AM_CFLAGS) $(BH_VISIBILITY_CFLAGS) -DBHS_CRASH_POINTS

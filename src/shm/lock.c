@@ -6,39 +6,30 @@
  * cannot strand the others (they look again at the next timeout), and an
  * owner that died is found and its lock taken over, after which the taker
  * rebuilds everything the lock protects (reclaim.c). Lock waits are not
- * cancellation points: the raw futex call is made without the cancellable
- * wrapper. */
+ * cancellation points: the futex wait is made without BHI_FUTEX_CANCEL. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, F_OFD_*, secure_getenv, qsort_r */
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/futex.h"
 #include "seg.h"
 
 #define LOCK_WAITERS (1u << 31)
 #define LOCK_POLL_NS (20 * BH_MSEC)
 
+/* A relative poll interval, as before; not cancellable. */
 static void lock_wait(_Atomic uint32_t *word, uint32_t expect)
 {
-	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)LOCK_POLL_NS };
-	int saved = errno;
-
-	syscall(SYS_futex, word, FUTEX_WAIT, expect, &ts, NULL, 0);
-	errno = saved;
+	bhi_futex_wait_for(word, expect, LOCK_POLL_NS, BHI_FUTEX_SHARED);
 }
 
 static void lock_wake(_Atomic uint32_t *word)
 {
-	int saved = errno;
-
-	syscall(SYS_futex, word, FUTEX_WAKE, 1);
-	errno = saved;
+	bhi_futex_wake(word, 1, BHI_FUTEX_SHARED);
 }
 
 /* Does anyone hold process slot i's liveness lock? The kernel drops it when

@@ -29,7 +29,6 @@
 
 #define OPEN_FLAGS (BH_SHM_CREATE | BH_SHM_EXCL | BH_SHM_MODE(0777))
 #define POLL_NS (100 * BH_MSEC)
-#define SPIN_NS (20 * BH_USEC)
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct bhs_att *reg_head;
@@ -65,16 +64,6 @@ static int read_hdr(int fd, const char *name, struct bhs_hdr *h, off_t *size)
 	if ((size_t)n < sizeof(*h))
 		return (size_t)n >= sizeof(h->magic) && h->magic == BHS_MAGIC ? -EBADMSG : -EPROTO;
 	return bhs_check_hdr(h, name, st.st_size);
-}
-
-static uint32_t spin_iters_for(uint64_t ns)
-{
-	uint64_t t0 = bh_now_ns(), ps;
-
-	for (int i = 0; i < 2000; i++)
-		bhi_cpu_relax();
-	ps = (bh_now_ns() - t0) * 1000 / 2000;
-	return (uint32_t)(ns * 1000 / (ps < 500 ? 500 : ps));
 }
 
 static bool force_fenced;
@@ -154,8 +143,8 @@ static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_h
 	a->nslots = h->nslots;
 	a->nextra = h->nextra;
 	a->ops = &bhi_futex_shared_ops;
-	a->spin_ns = SPIN_NS;
-	a->spin_iters = spin_iters_for(SPIN_NS);
+	a->spin_ns = BHI_SPIN_NS;
+	a->spin_iters = bhi_spin_iters_for(BHI_SPIN_NS);
 	a->poll_ns = POLL_NS;
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	return a;
@@ -524,7 +513,7 @@ void bhs_set_spin_ns(bulkhead_t *bh, uint64_t ns)
 	struct bhs_att *a = att_of(bh);
 
 	a->spin_ns = ns;
-	a->spin_iters = ns ? spin_iters_for(ns) : 0;
+	a->spin_iters = ns ? bhi_spin_iters_for(ns) : 0;
 }
 
 void bhs_set_starve_ns(bulkhead_t *bh, uint64_t ns)

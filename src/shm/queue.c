@@ -16,11 +16,9 @@
  * spin, leave, cancellation) is wait.c. */
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "lib/futex.h"
 #include "seg.h"
 #include "shm/dispatch.h"
 
@@ -37,10 +35,7 @@ static __thread struct {
 
 static void raw_wake(_Atomic uint32_t *word)
 {
-	int saved = errno;
-
-	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX);
-	errno = saved;
+	bhi_futex_wake(word, INT_MAX, BHI_FUTEX_SHARED);
 }
 
 /* A wake that lands after its waiter already returned is a spurious wakeup

@@ -160,13 +160,10 @@ static void on_cancel(void *arg)
 	bhs_record_wait(a, wt->enqueued_ns, -ECANCELED);
 }
 
+/* As the core's head waiter: only while a CPU is free (lib/spin.h). */
 static void spin(struct bhs_att *a, struct bhs_qnode *q)
 {
-	for (uint32_t i = 0; i < a->spin_iters; i++) {
-		if (atomic_load_explicit(&q->state, memory_order_relaxed) != QS_WAITING)
-			return;
-		bhi_cpu_relax();
-	}
+	bhi_spin_while(&q->state, QS_WAITING, a->spin_iters);
 }
 
 /* As the core's wait loop, but no sleep is longer than poll_ns: when one
