@@ -52,6 +52,7 @@ const struct bhp_ops bhp_real_ops = {
 	.wake = real_wake,
 	.now = real_now,
 	.create = real_create,
+	.spin_ns = BHI_SPIN_NS,
 };
 
 BHI_COLD void bhp_sample_run(struct bh_pool *p, uint64_t t0)
@@ -270,7 +271,7 @@ static void configure(struct bh_pool *p, const struct bh_pool_config *cfg,
 	p->cap = cfg->queue_capacity;
 	p->policy = cfg->policy;
 	p->keep_alive_ns = cfg->keep_alive_ns;
-	p->spin_ns = ops == &bhp_real_ops ? BHI_SPIN_NS : 0; /* fake clocks never spin */
+	p->spin_ns = ops->spin_ns;
 	atomic_init(&p->spin_on, true);
 	p->max_pollers = pollers_for_cpus();
 	set_name(p, cfg->name);

@@ -86,6 +86,10 @@ struct bhp_ops {
 	int (*create)(void *ctx, pthread_t *tid, const pthread_attr_t *attr,
 		      void *(*fn)(void *), void *arg);
 	void (*point)(void *ctx, enum bhp_point p, struct bh_task *t); /* NULL: none */
+	/* How long an idle worker polls before it sleeps: BHI_SPIN_NS with the
+	 * real ops, 0 (never) for a fake clock, whose time a poll cannot see
+	 * pass. Fixed at creation: prestarted workers read it at once. */
+	uint64_t spin_ns;
 	void *ctx;
 };
 
@@ -146,6 +150,7 @@ struct bh_pool {
 
 /* Create with other ops (tests); bh_pool_create uses bhp_real_ops. */
 int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_pool_t **out);
+/* Before any worker runs: not with BH_POOL_PRESTART (ops->spin_ns is for that). */
 void bhp_set_spin_ns(bh_pool_t *pool, uint64_t ns);
 
 /* ---- between the pool's files -------------------------------------------- */

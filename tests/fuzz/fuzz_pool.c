@@ -51,8 +51,8 @@
  * One timing case is not guessed but seen: bh_pool_call gives up before
  * anything else when its deadline has already passed (a caller descheduled
  * between computing the deadline and the call, on a loaded machine). The
- * pool is created with its real wait/wake/clock, except that the harness
- * watches the clock: the first reading a call makes on the caller's thread
+ * pool is created with its real wait/wake/clock (and polls as a real pool
+ * does), except that the harness watches the clock: the first reading a call makes on the caller's thread
  * is that check, so the harness knows whether the call gave up early (and
  * then expects -ETIMEDOUT, nothing run or dropped, the task reported
  * -ECANCELED) or went on (and then the model above applies in full).
@@ -686,7 +686,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.keep_alive_ns = (c1 & 2) ? 1000000 : 60000000000ull;
 	if (bhp_create(&cfg, &watched_ops, &pool) != 0)
 		return 0;
-	bhp_set_spin_ns(pool, BHI_SPIN_NS); /* as with the real ops */
 	M = (struct model){ .core = cfg.core_threads, .max = cfg.max_threads,
 			    .cap = cfg.queue_capacity, .policy = cfg.policy,
 			    .short_keep_alive = c1 & 2 };
