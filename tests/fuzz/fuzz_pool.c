@@ -443,15 +443,21 @@ static void check(const char *after)
 
 /* ---- operations ------------------------------------------------------------ */
 
+/* CALLER_RUNS took a task the full pool could not: it ran on the caller. */
+static void ran_on_caller(struct ftask *f)
+{
+	M.submitted++;
+	M.caller_ran++;
+	f->ran = f->ran_on_caller = true;
+}
+
 /* The pool was full: the policy's outcome for a submission. */
 static int submit_full(struct ftask *f)
 {
 	M.rejected++;
 	switch (M.policy) {
 	case BH_POOL_CALLER_RUNS:
-		M.submitted++;
-		M.caller_ran++;
-		f->ran = f->ran_on_caller = true;
+		ran_on_caller(f);
 		report(f, 0);
 		return BH_POOL_CALLER_RAN;
 	case BH_POOL_DISCARD_OLDEST:
@@ -519,9 +525,7 @@ static int call_full(struct ftask *f)
 	M.rejected++;
 	switch (M.policy) {
 	case BH_POOL_CALLER_RUNS:
-		M.submitted++;
-		M.caller_ran++;
-		f->ran = f->ran_on_caller = true;
+		ran_on_caller(f); /* a call is not reported: its result says it all */
 		return 0;
 	case BH_POOL_DISCARD_OLDEST:
 		if (!M.nq)
