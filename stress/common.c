@@ -320,7 +320,8 @@ static int inject_wait(struct st_bh *sb)
 	return 1;
 }
 
-static int st_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect, uint64_t deadline)
+static int st_wait(void *ctx, enum bhi_wait_kind kind, _Atomic uint32_t *word, uint32_t expect,
+		   uint64_t deadline)
 {
 	struct st_bh *sb = ctx;
 	unsigned pos = atomic_fetch_add_explicit(&recent_pos, 1, memory_order_relaxed);
@@ -332,7 +333,7 @@ static int st_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect, uint64_t 
 		if (r != 1)
 			return r;
 	}
-	r = bhi_futex_ops.wait(NULL, word, expect, deadline);
+	r = bhi_sync_wait(&bhi_futex_ops, kind, word, expect, deadline);
 	atomic_fetch_add_explicit(&sb->wait_ret[r == 0 ? SW_OK : r == -EINTR ? SW_EINTR :
 						r == -EAGAIN ? SW_EAGAIN :
 						r == -ETIMEDOUT ? SW_ETIMEDOUT : SW_OTHER],
@@ -346,7 +347,7 @@ static int st_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect, uint64_t 
 	return r;
 }
 
-static void st_wake(void *ctx, _Atomic uint32_t *word)
+static void st_wake(void *ctx, _Atomic uint32_t *word, bool all)
 {
 	struct st_bh *sb = ctx;
 
@@ -354,7 +355,7 @@ static void st_wake(void *ctx, _Atomic uint32_t *word)
 		hit(sb, SF_WAKE_DELAY);
 		sched_yield();
 	}
-	bhi_futex_ops.wake(NULL, word);
+	bhi_sync_wake(&bhi_futex_ops, word, all);
 	if (sb->faulty && st_chance(frng(), sb->faults.wake_extra)) {
 		_Atomic uint32_t *other = atomic_load_explicit(
 			&recent_words[st_below(frng(), RECENT)], memory_order_relaxed);
@@ -363,7 +364,7 @@ static void st_wake(void *ctx, _Atomic uint32_t *word)
 		 * sleeps there now, which is exactly a spurious wakeup. */
 		if (other) {
 			hit(sb, SF_WAKE_EXTRA);
-			bhi_futex_ops.wake(NULL, other);
+			bhi_sync_wake(&bhi_futex_ops, other, false);
 		}
 	}
 }
@@ -374,7 +375,7 @@ void st_wake_random(struct st_rng *rng)
 						   memory_order_relaxed);
 
 	if (w)
-		bhi_futex_ops.wake(NULL, w);
+		bhi_sync_wake(&bhi_futex_ops, w, false);
 }
 
 static uint64_t st_now(void *ctx)
@@ -525,11 +526,15 @@ void st_bh_init(struct st_bh *sb, const char *label, const struct bh_config *cfg
 		.wait = st_wait,
 		.wake = st_wake,
 		.now = st_now,
+		.ctx = sb,
+	};
+	sb->obs = (struct bhi_queue_obs){
 		.queued = on_queued,
 		.granted = on_granted,
 		.ctx = sb,
 	};
 	bhi_set_sync_ops(sb->bh, &sb->ops);
+	bhi_set_queue_obs(sb->bh, &sb->obs);
 	bhi_set_spin_ns(sb->bh, spin_ns); /* installing ops turned it off */
 	if (starve_ns)
 		bhi_set_starve_ns(sb->bh, starve_ns);

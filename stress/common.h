@@ -123,6 +123,7 @@ struct st_bh {
 	char label[40];
 	struct bh_config cfg;
 	struct bhi_sync_ops ops;
+	struct bhi_queue_obs obs;
 	struct st_faults faults;
 	bool faulty;
 

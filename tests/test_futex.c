@@ -73,7 +73,7 @@ static void test_wake_keeps_errno(void **state)
 	assert_int_equal(errno, SENTINEL);
 }
 
-/* The ops tables the core and the pool use are thin calls into the same. */
+/* The ops tables every layer sleeps with are thin calls into the same. */
 static void test_ops_tables_keep_errno(void **state)
 {
 	const struct bhi_sync_ops *ops[] = { &bhi_futex_ops, &bhi_futex_shared_ops };
@@ -82,8 +82,11 @@ static void test_ops_tables_keep_errno(void **state)
 	(void)state;
 	for (int i = 0; i < 2; i++) {
 		errno = SENTINEL;
-		assert_int_equal(ops[i]->wait(NULL, &word, 1, ops[i]->now(NULL) + BH_MSEC), -ETIMEDOUT);
-		ops[i]->wake(NULL, &word);
+		assert_int_equal(bhi_sync_wait(ops[i], BHI_WAIT_GRANT, &word, 1,
+					       bhi_sync_now(ops[i]) + BH_MSEC),
+				 -ETIMEDOUT);
+		bhi_sync_wake(ops[i], &word, false);
+		bhi_sync_wake(ops[i], &word, true);
 		assert_int_equal(errno, SENTINEL);
 	}
 	assert_true(bh_now_ns() <= bhi_now_ns());

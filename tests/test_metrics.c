@@ -708,16 +708,15 @@ static void test_counters_add_up(void **state)
 {
 	enum { T = 6 };
 	bulkhead_t *bh = make_bh(2, 3, BH_TRACK_HOLD);
-	struct bhi_sync_ops ops = bhi_futex_ops;
+	static const struct bhi_queue_obs obs = { .granted = count_grant };
 	struct hammer h[T];
 	pthread_t t[T];
 	long ok = 0, busy = 0, timeout = 0;
 	struct bh_stats st;
 
 	(void)state;
-	ops.granted = count_grant;
 	atomic_store(&grants_seen, 0);
-	bhi_set_sync_ops(bh, &ops); /* the real futex, observed */
+	bhi_set_queue_obs(bh, &obs); /* the real futex, observed */
 	for (int i = 0; i < T; i++) {
 		h[i] = (struct hammer){ .bh = bh };
 		assert_int_equal(pthread_create(&t[i], NULL, hammer_main, &h[i]), 0);

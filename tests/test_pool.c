@@ -16,71 +16,16 @@
 
 /* ---- a virtual clock and scripted waits ------------------------------------ */
 
+/* The waits and the clock are the tests' one fake (testutil.h); the pool
+ * adds thread creation that can fail and its hook points. */
 struct vsync {
+	struct fake_sync f;
 	struct bhp_ops ops;
-	pthread_mutex_t m;
-	pthread_cond_t c;
-	uint64_t now;
-	unsigned waiting[3]; /* by enum bhp_wait_kind */
-	/* Optional, on the caller's own thread: plays "the rest of the world"
-	 * at the instant the caller waits, and returns what the kernel would. */
-	int (*call_hook)(struct vsync *v, unsigned n);
-	unsigned call_waits;
 	int fail_create; /* so many thread creations fail with -EAGAIN */
-	unsigned wakes;  /* wake calls, all words */
 	_Atomic unsigned poll_starts; /* pollers that have set their window */
 	void (*point)(struct vsync *v, enum bhp_point p, struct bh_task *t);
 	void *user;
 };
-
-static void vs_unlock(void *m)
-{
-	pthread_mutex_unlock(m);
-}
-
-static int vs_wait(void *ctx, enum bhp_wait_kind kind, _Atomic uint32_t *word, uint32_t expect,
-		   uint64_t deadline)
-{
-	struct vsync *v = ctx;
-	int r;
-
-	if (kind == BHP_WAIT_CALL && v->call_hook)
-		return v->call_hook(v, v->call_waits++);
-	pthread_mutex_lock(&v->m);
-	pthread_cleanup_push(vs_unlock, &v->m);
-	v->waiting[kind]++;
-	pthread_cond_broadcast(&v->c);
-	while (atomic_load(word) == expect && v->now < deadline)
-		pthread_cond_wait(&v->c, &v->m); /* a cancellation point, like the futex */
-	v->waiting[kind]--;
-	pthread_cond_broadcast(&v->c);
-	r = atomic_load(word) != expect ? -EAGAIN : v->now >= deadline ? -ETIMEDOUT : 0;
-	pthread_cleanup_pop(1);
-	return r;
-}
-
-static void vs_wake(void *ctx, _Atomic uint32_t *word, bool all)
-{
-	struct vsync *v = ctx;
-
-	(void)word;
-	(void)all;
-	pthread_mutex_lock(&v->m);
-	v->wakes++;
-	pthread_cond_broadcast(&v->c);
-	pthread_mutex_unlock(&v->m);
-}
-
-static uint64_t vs_now(void *ctx)
-{
-	struct vsync *v = ctx;
-	uint64_t now;
-
-	pthread_mutex_lock(&v->m);
-	now = v->now;
-	pthread_mutex_unlock(&v->m);
-	return now;
-}
 
 static int vs_create(void *ctx, pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *),
 		     void *arg)
@@ -104,44 +49,22 @@ static void vs_point(void *ctx, enum bhp_point p, struct bh_task *t)
 		v->point(v, p, t);
 }
 
+/* Every wait blocks on the virtual clock until vs_script_calls. */
 static void vs_init(struct vsync *v)
 {
 	memset(v, 0, sizeof(*v));
-	pthread_mutex_init(&v->m, NULL);
-	pthread_cond_init(&v->c, NULL);
-	v->now = 1000 * BH_SEC;
-	v->ops = (struct bhp_ops){ .wait = vs_wait, .wake = vs_wake, .now = vs_now,
-				   .create = vs_create, .point = vs_point, .ctx = v };
+	fake_init(&v->f, 1000 * BH_SEC, NULL);
+	v->ops = (struct bhp_ops){ .sync = &v->f.ops, .create = vs_create, .point = vs_point,
+				   .ctx = v };
 }
 
-static void vs_advance(struct vsync *v, uint64_t ns)
+/* From now on the callers' waits (bh_pool_call) are scripted by hook, on
+ * the caller's own thread, counting from call 0; the workers' still block. */
+static void vs_script_calls(struct vsync *v, int (*hook)(struct fake_sync *f, unsigned n))
 {
-	pthread_mutex_lock(&v->m);
-	v->now += ns;
-	pthread_cond_broadcast(&v->c);
-	pthread_mutex_unlock(&v->m);
-}
-
-/* Wait (really, ~10 s at most) until exactly n threads wait for kind. */
-static void vs_await(struct vsync *v, enum bhp_wait_kind kind, unsigned n)
-{
-	uint64_t end = bh_now_ns() + 10 * BH_SEC;
-	struct timespec ts = { 0, 0 };
-	bool ok;
-
-	pthread_mutex_lock(&v->m);
-	while (v->waiting[kind] != n && bh_now_ns() < end) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&v->c, &v->m, &ts);
-	}
-	ok = v->waiting[kind] == n;
-	pthread_mutex_unlock(&v->m);
-	assert_true(ok);
+	v->f.hook = hook;
+	v->f.hook_kinds = 1u << BHI_WAIT_CALL;
+	v->f.waits = 0;
 }
 
 /* ---- tasks ----------------------------------------------------------------- */
@@ -298,16 +221,6 @@ static int count_threads(const char *prefix)
 		fclose(f);
 	}
 	closedir(d);
-	return n;
-}
-
-static unsigned vs_wakes(struct vsync *v)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&v->m);
-	n = v->wakes;
-	pthread_mutex_unlock(&v->m);
 	return n;
 }
 
@@ -549,8 +462,8 @@ static void test_core_zero(void **state)
 	assert_int_equal(pstats(p).alive, 2);
 	gate_open(&g);
 	AWAIT(pstats(p).completed == 4);
-	vs_await(&v, BHP_WAIT_PARK, 2);
-	vs_advance(&v, 10 * BH_SEC); /* every thread is above core 0 */
+	fake_await(&v.f, BHI_WAIT_PARK, 2);
+	fake_advance(&v.f, 10 * BH_SEC); /* every thread is above core 0 */
 	AWAIT(pstats(p).alive == 0);
 	tt_init(&t[0], NULL);
 	assert_int_equal(bh_pool_submit(p, &t[0].task), 0); /* starts one again */
@@ -956,17 +869,17 @@ static void test_keepalive_shrinks_to_core(void **state)
 	assert_int_equal(pstats(p).alive, 3);
 	gate_open(&g);
 	AWAIT(pstats(p).completed == 3);
-	vs_await(&v, BHP_WAIT_PARK, 3);
+	fake_await(&v.f, BHI_WAIT_PARK, 3);
 	assert_int_equal(count_threads("ka-"), 3);
-	vs_advance(&v, 10 * BH_SEC - 1); /* not yet */
-	vs_await(&v, BHP_WAIT_PARK, 3);
+	fake_advance(&v.f, 10 * BH_SEC - 1); /* not yet */
+	fake_await(&v.f, BHI_WAIT_PARK, 3);
 	assert_int_equal(pstats(p).alive, 3);
-	vs_advance(&v, 1); /* now: two of three leave, one stays as core */
+	fake_advance(&v.f, 1); /* now: two of three leave, one stays as core */
 	AWAIT(pstats(p).alive == 1);
-	vs_await(&v, BHP_WAIT_PARK, 1);
+	fake_await(&v.f, BHI_WAIT_PARK, 1);
 	AWAIT(count_threads("ka-") == 1); /* the threads are really gone */
-	vs_advance(&v, 1000 * BH_SEC); /* the core thread never times out */
-	vs_await(&v, BHP_WAIT_PARK, 1);
+	fake_advance(&v.f, 1000 * BH_SEC); /* the core thread never times out */
+	fake_await(&v.f, BHI_WAIT_PARK, 1);
 	struct bh_pool_stats st = pstats(p);
 	assert_int_equal(st.alive, 1);
 	assert_int_equal(st.largest, 3);
@@ -1007,18 +920,18 @@ static void test_keepalive_races_handoff(void **state)
 	tt_init(&handed, NULL);
 	assert_int_equal(bh_pool_submit(handed_pool, &first.task), 0);
 	AWAIT(first.dones == 1);
-	vs_await(&v, BHP_WAIT_PARK, 1);
+	fake_await(&v.f, BHI_WAIT_PARK, 1);
 	v.point = point_submit_on_timeout;
-	vs_advance(&v, 10 * BH_SEC);
+	fake_advance(&v.f, 10 * BH_SEC);
 	AWAIT(handed.dones == 1);
 	assert_int_equal(atomic_load(&handed_r), 0);
 	assert_true(pthread_equal(handed.ran_on, first.ran_on));
 	struct bh_pool_stats st = pstats(handed_pool);
 	assert_int_equal(st.largest, 1);
 	assert_int_equal(st.completed, 2);
-	vs_await(&v, BHP_WAIT_PARK, 1); /* idle again, with a fresh keep-alive */
+	fake_await(&v.f, BHI_WAIT_PARK, 1); /* idle again, with a fresh keep-alive */
 	assert_int_equal(st.alive, 1);
-	vs_advance(&v, 10 * BH_SEC);
+	fake_advance(&v.f, 10 * BH_SEC);
 	AWAIT(pstats(handed_pool).alive == 0);
 	bh_pool_destroy(handed_pool);
 }
@@ -1044,19 +957,19 @@ static void test_poller_takes_work_without_wake(void **state)
 		tt_init(&t[i], NULL);
 	assert_int_equal(bh_pool_submit(p, &t[0].task), 0);
 	AWAIT(t[0].dones == 1 && npollers(p) == 1);
-	wakes = vs_wakes(&v);
+	wakes = fake_wakes(&v.f);
 	assert_int_equal(bh_pool_submit(p, &t[1].task), 0); /* handed to the poller */
 	AWAIT(t[1].dones == 1 && npollers(p) == 1);
-	assert_int_equal(vs_wakes(&v), wakes); /* nobody was woken */
+	assert_int_equal(fake_wakes(&v.f), wakes); /* nobody was woken */
 	assert_true(pthread_equal(t[1].ran_on, t[0].ran_on));
 	AWAIT(atomic_load(&v.poll_starts) == 2); /* polling again, window set */
-	vs_advance(&v, BH_SEC); /* polling stops paying: sleep */
-	vs_await(&v, BHP_WAIT_PARK, 1);
+	fake_advance(&v.f, BH_SEC); /* polling stops paying: sleep */
+	fake_await(&v.f, BHI_WAIT_PARK, 1);
 	assert_int_equal(npollers(p), 0);
 	assert_false(atomic_load(&p->spin_on));
 	assert_int_equal(bh_pool_submit(p, &t[2].task), 0); /* handed over, woken */
 	AWAIT(t[2].dones == 1);
-	assert_true(vs_wakes(&v) > wakes);
+	assert_true(fake_wakes(&v.f) > wakes);
 	assert_true(atomic_load(&p->spin_on)); /* it came at once: poll again */
 	AWAIT(npollers(p) == 1);
 	assert_int_equal(bh_pool_submit(p, &t[3].task), 0);
@@ -1087,7 +1000,7 @@ static void test_backlog_goes_to_sleepers(void **state)
 	assert_int_equal(bh_pool_submit(p, &a.task), 0);
 	assert_int_equal(bh_pool_submit(p, &b.task), 0);
 	AWAIT(a.dones == 1 && b.dones == 1);
-	vs_await(&v, BHP_WAIT_PARK, 1);
+	fake_await(&v.f, BHI_WAIT_PARK, 1);
 	AWAIT(npollers(p) == 1);
 	assert_int_equal(bh_pool_submit(p, &g1.task), 0); /* to the poller */
 	assert_int_equal(bh_pool_submit(p, &g2.task), 0); /* to the sleeper */
@@ -1140,12 +1053,12 @@ static void test_deadline_keeps_slot(void **state)
 	p = make_pool(1, 1, 0, BH_POOL_ABORT, &v);
 	tt_init(&t, &g);
 	tt_init(&other, NULL);
-	ca = (struct caller_arg){ .pool = p, .tt = &t, .deadline = v.now + BH_SEC };
+	ca = (struct caller_arg){ .pool = p, .tt = &t, .deadline = v.f.now + BH_SEC };
 	assert_int_equal(pthread_create(&th, NULL, caller_main, &ca), 0);
 	AWAIT(t.started);
-	vs_await(&v, BHP_WAIT_CALL, 1);
+	fake_await(&v.f, BHI_WAIT_CALL, 1);
 	assert_false(bh_task_cancelled(&t.task));
-	vs_advance(&v, BH_SEC);
+	fake_advance(&v.f, BH_SEC);
 	pthread_join(th, NULL);
 	assert_int_equal(ca.result, -ETIMEDOUT);
 	assert_true(bh_task_cancelled(&t.task)); /* the task may stop early */
@@ -1175,9 +1088,9 @@ static struct ttask race_t;
 static struct gate race_gate;
 static _Atomic int at_after_run, after_run_go;
 
-static int hook_race(struct vsync *v, unsigned n)
+static int hook_race(struct fake_sync *f, unsigned n)
 {
-	(void)v;
+	(void)f;
 	if (n > 0)
 		return -ETIMEDOUT; /* the deadline has passed for good */
 	switch (race_kind) {
@@ -1217,14 +1130,14 @@ static void test_timeout_vs_completion(void **state)
 
 		race_kind = (enum race)(round % 3);
 		vs_init(&v);
-		v.call_hook = hook_race;
+		vs_script_calls(&v, hook_race);
 		v.point = point_hold_after_run;
 		atomic_store(&at_after_run, 0);
 		atomic_store(&after_run_go, race_kind != ABANDON_AFTER_RUN);
 		gate_init(&race_gate);
 		tt_init(&race_t, &race_gate);
 		p = make_pool(1, 1, 0, BH_POOL_ABORT, &v);
-		r = bh_pool_call(p, &race_t.task, v.now + BH_SEC);
+		r = bh_pool_call(p, &race_t.task, v.f.now + BH_SEC);
 		if (race_kind == ABANDON_FIRST)
 			gate_open(&race_gate);
 		atomic_store(&after_run_go, 1);
@@ -1251,9 +1164,9 @@ static void test_timeout_vs_completion(void **state)
 
 static struct gate *queued_first_gate;
 static struct ttask *queued_next;
-static int hook_pop_then_timeout(struct vsync *v, unsigned n)
+static int hook_pop_then_timeout(struct fake_sync *f, unsigned n)
 {
-	(void)v;
+	(void)f;
 	if (n == 0) {
 		gate_open(queued_first_gate);   /* the worker pops our task... */
 		while (!atomic_load(&queued_next->started))
@@ -1262,9 +1175,9 @@ static int hook_pop_then_timeout(struct vsync *v, unsigned n)
 	return -ETIMEDOUT;
 }
 
-static int hook_timeout_at_once(struct vsync *v, unsigned n)
+static int hook_timeout_at_once(struct fake_sync *f, unsigned n)
 {
-	(void)v;
+	(void)f;
 	(void)n;
 	return -ETIMEDOUT;
 }
@@ -1289,8 +1202,8 @@ static void test_timeout_while_queued(void **state)
 	tt_init(&b, NULL);
 	tt_init(&c, NULL);
 	assert_int_equal(bh_pool_submit(p, &a.task), 0);
-	v.call_hook = hook_timeout_at_once;
-	assert_int_equal(bh_pool_call(p, &b.task, v.now + BH_SEC), -ETIMEDOUT);
+	vs_script_calls(&v, hook_timeout_at_once);
+	assert_int_equal(bh_pool_call(p, &b.task, v.f.now + BH_SEC), -ETIMEDOUT);
 	assert_int_equal(b.dones, 1);
 	assert_int_equal(b.status, -ECANCELED);
 	assert_int_equal(b.runs, 0);
@@ -1310,9 +1223,8 @@ static void test_timeout_while_queued(void **state)
 	AWAIT(a.started);
 	queued_first_gate = &g2;
 	queued_next = &b;
-	v.call_hook = hook_pop_then_timeout;
-	v.call_waits = 0;
-	assert_int_equal(bh_pool_call(p, &b.task, v.now + BH_SEC), -ETIMEDOUT);
+	vs_script_calls(&v, hook_pop_then_timeout);
+	assert_int_equal(bh_pool_call(p, &b.task, v.f.now + BH_SEC), -ETIMEDOUT);
 	st = pstats(p);
 	assert_int_equal(st.abandoned_running, 1);
 	assert_true(bh_task_cancelled(&b.task));

@@ -416,14 +416,8 @@ static void test_pthread_cancel_waiter(void **state)
 static struct fake_sync *fake_shm(struct fake_sync *f, bulkhead_t *bh,
 				  int (*hook)(struct fake_sync *, unsigned))
 {
-	memset(f, 0, sizeof(*f));
-	f->ops.wait = fake_wait;
-	f->ops.wake = fake_wake;
-	f->ops.now = fake_now;
-	f->ops.ctx = f;
+	fake_init(f, 1000, hook);
 	f->bh = bh;
-	f->now = 1000;
-	f->hook = hook;
 	bhs_set_sync_ops(bh, &f->ops);
 	return f;
 }

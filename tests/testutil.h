@@ -11,62 +11,165 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "bulkhead.h"
 #include "core/internal.h"
 
 /*
- * A fake sync layer. Every wait calls the test's hook, on the waiter's own
- * thread, with the call number; the hook plays whatever "other thread" does
- * at that instant (release, close, resize, a newcomer...) and returns what
- * the kernel would have: 0, -EINTR, -EAGAIN or -ETIMEDOUT. No threads, no
- * sleeping: every interleaving is exact and repeatable.
+ * One fake wait/wake/clock (struct bhi_sync_ops, lib/futex.h) for every
+ * layer's tests: the core's, the host-wide layer's and the pool's. Time is
+ * virtual (f->now). A wait is one of two kinds of thing:
+ *  - scripted, when a hook is set for the wait's kind (hook_kinds): the
+ *    wait calls the hook on the waiter's own thread with the call number;
+ *    the hook plays whatever "other thread" does at that instant (release,
+ *    close, resize, a newcomer, a timeout...) and returns what the kernel
+ *    would have: 0, -EINTR, -EAGAIN or -ETIMEDOUT. No threads, no sleeping:
+ *    every interleaving is exact and repeatable;
+ *  - blocking, otherwise: the waiter sleeps until the word changes, a wake,
+ *    or the virtual clock reaches its deadline (fake_advance), and returns
+ *    what the futex would. fake_await waits until so many wait.
  */
 struct fake_sync {
 	struct bhi_sync_ops ops;
-	bulkhead_t *bh;
+	pthread_mutex_t m;
+	pthread_cond_t c;
 	uint64_t now;
-	unsigned waits, wakes;
+	unsigned waits; /* scripted waits so far */
+	unsigned wakes; /* wake calls, all words */
+	unsigned waiting[BHI_WAIT_KINDS]; /* blocked now, by kind */
 	int (*hook)(struct fake_sync *f, unsigned call);
+	unsigned hook_kinds; /* 1u << kind for each kind the hook plays */
+	bulkhead_t *bh;
 	void *user;
 };
 
-static int fake_wait(void *ctx, _Atomic uint32_t *word, uint32_t expect, uint64_t deadline)
-{
-	struct fake_sync *f = ctx;
+#define FAKE_ALL_KINDS ((1u << BHI_WAIT_KINDS) - 1)
 
-	(void)word;
-	(void)expect;
-	(void)deadline;
-	return f->hook(f, f->waits++);
+static void fake_unlock(void *m)
+{
+	pthread_mutex_unlock(m);
 }
 
-static void fake_wake(void *ctx, _Atomic uint32_t *word)
+static inline int fake_block(struct fake_sync *f, enum bhi_wait_kind kind,
+			     _Atomic uint32_t *word, uint32_t expect, uint64_t deadline)
+{
+	int r;
+
+	pthread_mutex_lock(&f->m);
+	pthread_cleanup_push(fake_unlock, &f->m);
+	f->waiting[kind]++;
+	pthread_cond_broadcast(&f->c);
+	while (atomic_load(word) == expect && f->now < deadline)
+		pthread_cond_wait(&f->c, &f->m); /* a cancellation point, like the futex */
+	f->waiting[kind]--;
+	pthread_cond_broadcast(&f->c);
+	r = atomic_load(word) != expect ? -EAGAIN : f->now >= deadline ? -ETIMEDOUT : 0;
+	pthread_cleanup_pop(1);
+	return r;
+}
+
+static int fake_wait(void *ctx, enum bhi_wait_kind kind, _Atomic uint32_t *word,
+		     uint32_t expect, uint64_t deadline)
+{
+	struct fake_sync *f = ctx;
+
+	if (f->hook && (f->hook_kinds & (1u << kind)))
+		return f->hook(f, f->waits++);
+	return fake_block(f, kind, word, expect, deadline);
+}
+
+static void fake_wake(void *ctx, _Atomic uint32_t *word, bool all)
 {
 	struct fake_sync *f = ctx;
 
 	(void)word;
+	(void)all;
+	pthread_mutex_lock(&f->m);
 	f->wakes++;
+	pthread_cond_broadcast(&f->c);
+	pthread_mutex_unlock(&f->m);
 }
 
+/* Under the lock, for blocking fakes: fake_advance moves time from the
+ * test's thread. A scripted test moves f->now from its hooks, on the
+ * waiter's own thread. */
 static uint64_t fake_now(void *ctx)
 {
-	return ((struct fake_sync *)ctx)->now;
+	struct fake_sync *f = ctx;
+	uint64_t now;
+
+	pthread_mutex_lock(&f->m);
+	now = f->now;
+	pthread_mutex_unlock(&f->m);
+	return now;
 }
 
-static inline void fake_install(struct fake_sync *f, bulkhead_t *bh,
-				int (*hook)(struct fake_sync *, unsigned))
+/* A fake at time now, not installed anywhere, with hook (may be NULL)
+ * playing every kind of wait. */
+static inline void fake_init(struct fake_sync *f, uint64_t now,
+			     int (*hook)(struct fake_sync *, unsigned))
 {
 	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->m, NULL);
+	pthread_cond_init(&f->c, NULL);
 	f->ops.wait = fake_wait;
 	f->ops.wake = fake_wake;
 	f->ops.now = fake_now;
 	f->ops.ctx = f;
-	f->bh = bh;
-	f->now = 1000;
+	f->now = now;
 	f->hook = hook;
+	f->hook_kinds = FAKE_ALL_KINDS;
+}
+
+/* Install a scripted fake on a process-local bulkhead (spinning off). */
+static inline void fake_install(struct fake_sync *f, bulkhead_t *bh,
+				int (*hook)(struct fake_sync *, unsigned))
+{
+	fake_init(f, 1000, hook);
+	f->bh = bh;
 	bhi_set_sync_ops(bh, &f->ops);
+}
+
+static inline void fake_advance(struct fake_sync *f, uint64_t ns)
+{
+	pthread_mutex_lock(&f->m);
+	f->now += ns;
+	pthread_cond_broadcast(&f->c);
+	pthread_mutex_unlock(&f->m);
+}
+
+static inline unsigned fake_wakes(struct fake_sync *f)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&f->m);
+	n = f->wakes;
+	pthread_mutex_unlock(&f->m);
+	return n;
+}
+
+/* Wait (really, ~10 s at most) until exactly n threads block on kind. */
+static inline void fake_await(struct fake_sync *f, enum bhi_wait_kind kind, unsigned n)
+{
+	struct timespec ts;
+	uint64_t end = bh_now_ns() + 10 * BH_SEC;
+	bool ok;
+
+	pthread_mutex_lock(&f->m);
+	while (f->waiting[kind] != n && bh_now_ns() < end) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&f->c, &f->m, &ts);
+	}
+	ok = f->waiting[kind] == n;
+	pthread_mutex_unlock(&f->m);
+	assert_true(ok);
 }
 
 static inline bulkhead_t *make_bh(uint32_t max, uint32_t queue, uint32_t flags)

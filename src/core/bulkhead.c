@@ -84,7 +84,7 @@ int bh_create(const struct bh_config *cfg, bulkhead_t **out)
 	bh->flags = cfg->flags;
 	bh->queue_cap = cfg->queue_capacity > BH_QUEUE_MAX ? BH_QUEUE_MAX : cfg->queue_capacity;
 	bh->nslots = nslots;
-	bh->ops = &bhi_futex_ops;
+	bh->sync = &bhi_futex_ops;
 	bh->starve_ns = BH_MSEC;
 	bh->spin_ns = BHI_SPIN_NS;
 	bh->spin_iters = bhi_spin_iters_for(bh->spin_ns);
@@ -115,9 +115,15 @@ const char *bh_name(const bulkhead_t *bh)
 /* Fake clocks do not advance while a waiter spins: tests get no spinning. */
 void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops)
 {
-	bh->ops = ops ? ops : &bhi_futex_ops;
+	bh->sync = ops ? ops : &bhi_futex_ops;
 	if (ops)
 		bhi_set_spin_ns(bh, 0);
+}
+
+/* Observers only watch: the waits and spinning stay as they are. */
+void bhi_set_queue_obs(bulkhead_t *bh, const struct bhi_queue_obs *obs)
+{
+	bh->obs = obs;
 }
 
 void bhi_set_spin_ns(bulkhead_t *bh, uint64_t ns)

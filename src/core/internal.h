@@ -12,6 +12,7 @@
 #include "bulkhead.h"
 #include "layer.h"
 #include "lib/compiler.h"
+#include "lib/futex.h" /* struct bhi_sync_ops */
 #include "lib/list.h"
 #include "lib/spin.h" /* BHI_SPIN_NS: a head waiter's spin budget */
 
@@ -65,25 +66,15 @@ static inline uint64_t w_make(int64_t avail, uint32_t limit, uint32_t nq)
 	       ((uint64_t)limit << W_LIMIT_SHIFT) | ((uint64_t)nq << W_NQ_SHIFT);
 }
 
-/* Wait/wake/clock, injectable so tests can drive every interleaving. */
-struct bhi_sync_ops {
-	/* Sleep while *word == expect, until deadline_ns (absolute, on the
-	 * clock of now(); BH_FOREVER = no deadline). Returns 0 (woken or
-	 * spurious), -EINTR, -EAGAIN (word != expect) or -ETIMEDOUT. */
-	int (*wait)(void *ctx, _Atomic uint32_t *word, uint32_t expect,
-		    uint64_t deadline_ns);
-	void (*wake)(void *ctx, _Atomic uint32_t *word);
-	uint64_t (*now)(void *ctx);
-	/* Optional observers, called under the queue lock (NULL: none), so a
-	 * checker can keep an exact shadow of the FIFO: a node joined the
-	 * queue; a node left it holding its permits (handoff or a won race). */
+/* Optional observers of the queue, called under its lock, so a checker can
+ * keep an exact shadow of the FIFO: a node joined the queue; a node left it
+ * holding its permits (handoff or a won race). The waits and the clock are
+ * bh->sync (lib/futex.h). */
+struct bhi_queue_obs {
 	void (*queued)(void *ctx, const struct bh_qlink *l);
 	void (*granted)(void *ctx, const struct bh_qlink *l);
 	void *ctx;
 };
-
-extern const struct bhi_sync_ops bhi_futex_ops;
-extern const struct bhi_sync_ops bhi_futex_shared_ops;
 
 /* Per-thread counters: slot i belongs to the live thread with index i, so a
  * plain load+store counts without a locked instruction. */
@@ -138,7 +129,8 @@ struct bulkhead {
 	/* Line 2: the slow path. */
 	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
 	struct bhi_qlist queue; /* FIFO, under lock */
-	const struct bhi_sync_ops *ops;
+	const struct bhi_sync_ops *sync;
+	const struct bhi_queue_obs *obs; /* NULL: none */
 	uint64_t starve_ns;     /* unfair mode: at most one fair handoff per */
 	uint64_t fair_after_ns; /* when the next one may happen */
 	uint64_t spin_ns;       /* how long a head waiter polls before sleeping */
@@ -158,6 +150,7 @@ struct bulkhead {
 
 /* Internal hooks (hidden symbols; tests and stress link the static core). */
 void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops);
+void bhi_set_queue_obs(bulkhead_t *bh, const struct bhi_queue_obs *obs);
 void bhi_set_spin_ns(bulkhead_t *bh, uint64_t ns);
 void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns);
 uint64_t bhi_word(const bulkhead_t *bh);

@@ -76,7 +76,7 @@ void bhi_hold_begin(struct bulkhead *bh, uint32_t n)
 	if (!s)
 		return;
 	if (s->held == 0)
-		s->hold_start = bh->ops->now(bh->ops->ctx);
+		s->hold_start = bhi_sync_now(bh->sync);
 	s->held += n;
 }
 
@@ -95,7 +95,7 @@ void bhi_hold_end(struct bulkhead *bh, uint32_t n)
 	}
 	s->held -= n;
 	if (s->held == 0 && s->hold_start) {
-		uint64_t ns = bh->ops->now(bh->ops->ctx) - s->hold_start;
+		uint64_t ns = bhi_sync_now(bh->sync) - s->hold_start;
 
 		hold_add(bh, (unsigned)(s - bh->slots), ns);
 		s->hold_start = 0;
@@ -115,7 +115,7 @@ void bh_record_hold(bulkhead_t *bh, uint64_t ns)
 
 void bhi_record_wait(struct bulkhead *bh, uint64_t enqueued_ns, int result)
 {
-	uint64_t ns = bh->ops->now(bh->ops->ctx) - enqueued_ns;
+	uint64_t ns = bhi_sync_now(bh->sync) - enqueued_ns;
 
 	bhi_hist_add(result == 0 ? &bh->wait : &bh->wait_failed, ns);
 }

@@ -32,7 +32,7 @@ struct sync_waiter {
 
 #define WB_MAX 16
 struct wake_batch {
-	const struct bhi_sync_ops *ops;
+	const struct bhi_sync_ops *sync;
 	unsigned n;
 	_Atomic uint32_t *words[WB_MAX];
 };
@@ -47,7 +47,7 @@ static inline struct sync_waiter *as_sync(struct bh_qlink *l)
 static void wb_flush(struct wake_batch *wb)
 {
 	for (unsigned i = 0; i < wb->n; i++)
-		wb->ops->wake(wb->ops->ctx, wb->words[i]);
+		bhi_sync_wake(wb->sync, wb->words[i], false);
 	wb->n = 0;
 }
 
@@ -61,7 +61,7 @@ static void wb_add(struct wake_batch *wb, _Atomic uint32_t *word)
 static void lock(struct bulkhead *bh, struct wake_batch *wb)
 {
 	pthread_mutex_lock(&bh->lock);
-	wb->ops = bh->ops;
+	wb->sync = bh->sync;
 	wb->n = 0;
 }
 
@@ -123,8 +123,8 @@ static void unqueue(struct bulkhead *bh, struct bh_qlink *l)
 
 static void observe_grant(struct bulkhead *bh, const struct bh_qlink *l)
 {
-	if (bh->ops->granted)
-		bh->ops->granted(bh->ops->ctx, l);
+	if (bh->obs && bh->obs->granted)
+		bh->obs->granted(bh->obs->ctx, l);
 }
 
 static bool must_handoff(const struct bulkhead *bh, uint64_t w, const struct bh_qlink *h)
@@ -139,7 +139,7 @@ static bool must_handoff(const struct bulkhead *bh, uint64_t w, const struct bh_
  * itself, and nobody spins for nothing. */
 static void note_release(struct bulkhead *bh)
 {
-	uint64_t now = bh->ops->now(bh->ops->ctx);
+	uint64_t now = bhi_sync_now(bh->sync);
 
 	bh->short_holds = bh->spin_iters && now - bh->last_grant_ns < bh->spin_ns;
 }
@@ -147,7 +147,7 @@ static void note_release(struct bulkhead *bh)
 static void note_grant(struct bulkhead *bh)
 {
 	if (bh->spin_iters)
-		bh->last_grant_ns = bh->ops->now(bh->ops->ctx);
+		bh->last_grant_ns = bhi_sync_now(bh->sync);
 }
 
 static void prewake_head(struct bulkhead *bh, struct wake_batch *wb)
@@ -227,8 +227,8 @@ static int admit(struct bulkhead *bh, struct bh_qlink *l)
 	if (take)
 		return 0;
 	bhi_qlist_add_tail(&bh->queue, l);
-	if (bh->ops->queued)
-		bh->ops->queued(bh->ops->ctx, l);
+	if (bh->obs && bh->obs->queued)
+		bh->obs->queued(bh->obs->ctx, l);
 	return 1;
 }
 
@@ -300,7 +300,7 @@ static bool compete(struct bulkhead *bh, struct sync_waiter *sw)
 		unlock(bh, &wb); /* closed or invalidated meanwhile */
 		return false;
 	}
-	now = bh->ops->now(bh->ops->ctx);
+	now = bhi_sync_now(bh->sync);
 	shut = gate_shut(bh);
 	w = load_word(bh);
 	do {
@@ -393,6 +393,8 @@ static void spin(const struct bulkhead *bh, struct sync_waiter *sw)
 
 static int wait_loop(struct bulkhead *bh, struct sync_waiter *sw, uint64_t deadline)
 {
+	int r;
+
 	for (;;) {
 		/* acquire: pairs with notify()'s exchange */
 		uint32_t s = atomic_load_explicit(&sw->state, memory_order_acquire);
@@ -418,7 +420,8 @@ static int wait_loop(struct bulkhead *bh, struct sync_waiter *sw, uint64_t deadl
 		}
 		/* EINTR, EAGAIN and spurious returns just re-check the state;
 		 * the deadline is absolute, so retrying never extends it. */
-		if (bh->ops->wait(bh->ops->ctx, &sw->state, WS_SLEEPING, deadline) == -ETIMEDOUT)
+		r = bhi_sync_wait(bh->sync, BHI_WAIT_GRANT, &sw->state, WS_SLEEPING, deadline);
+		if (r == -ETIMEDOUT)
 			return leave(bh, sw);
 	}
 }
@@ -444,7 +447,7 @@ int bhi_acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline)
 		return bhs_acquire(bh, n, deadline);
 	if (!n_valid(n))
 		return -EINVAL;
-	sw.link.enqueued_ns = bh->ops->now(bh->ops->ctx);
+	sw.link.enqueued_ns = bhi_sync_now(bh->sync);
 	if (deadline <= sw.link.enqueued_ns)
 		return bh_try_acquire(bh, n);
 	atomic_init(&sw.state, WS_WAITING);
@@ -480,7 +483,7 @@ int bhi_acquire_async_slow(struct bulkhead *bh, struct bh_async *node, uint32_t 
 		return -EINVAL;
 	node->link.n = n;
 	node->link.kind = KIND_ASYNC;
-	node->link.enqueued_ns = bh->ops->now(bh->ops->ctx);
+	node->link.enqueued_ns = bhi_sync_now(bh->sync);
 	lock(bh, &wb);
 	r = admit(bh, &node->link);
 	unlock(bh, &wb);

@@ -1,6 +1,7 @@
 /* The real futex wait/wake and the clock (lib/futex.h). errno is saved and
  * restored here, once per call: the library never sets it. */
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -105,3 +106,54 @@ void bhi_futex_wake(_Atomic uint32_t *word, int n, unsigned flags)
 	syscall(SYS_futex, word, FUTEX_WAKE | private_bit(flags), n);
 	errno = saved;
 }
+
+/* ---- the real ops tables (lib/futex.h) ----------------------------------- */
+
+static uint64_t ops_now(void *ctx)
+{
+	(void)ctx;
+	return bhi_now_ns();
+}
+
+/* bh_acquire and bh_pool_call are cancellation points: the waits are. */
+static int ops_wait(void *ctx, enum bhi_wait_kind kind, _Atomic uint32_t *word,
+		    uint32_t expect, uint64_t deadline_ns)
+{
+	(void)ctx;
+	(void)kind;
+	return bhi_futex_wait(word, expect, deadline_ns, BHI_FUTEX_CANCEL);
+}
+
+static int ops_wait_shared(void *ctx, enum bhi_wait_kind kind, _Atomic uint32_t *word,
+			   uint32_t expect, uint64_t deadline_ns)
+{
+	(void)ctx;
+	(void)kind;
+	return bhi_futex_wait(word, expect, deadline_ns, BHI_FUTEX_CANCEL | BHI_FUTEX_SHARED);
+}
+
+static void ops_wake(void *ctx, _Atomic uint32_t *word, bool all)
+{
+	(void)ctx;
+	bhi_futex_wake(word, all ? INT_MAX : 1, 0);
+}
+
+static void ops_wake_shared(void *ctx, _Atomic uint32_t *word, bool all)
+{
+	(void)ctx;
+	bhi_futex_wake(word, all ? INT_MAX : 1, BHI_FUTEX_SHARED);
+}
+
+const struct bhi_sync_ops bhi_futex_ops = {
+	.wait = ops_wait,
+	.wake = ops_wake,
+	.now = ops_now,
+	.ctx = NULL,
+};
+
+const struct bhi_sync_ops bhi_futex_shared_ops = {
+	.wait = ops_wait_shared,
+	.wake = ops_wake_shared,
+	.now = ops_now,
+	.ctx = NULL,
+};

@@ -10,6 +10,7 @@
 #define BHI_FUTEX_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The word is in memory other processes map (MAP_SHARED): the futex is
@@ -38,5 +39,56 @@ int bhi_futex_wait_for(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout
 
 /* Wake up to n waiters of word (INT_MAX: all). */
 void bhi_futex_wake(_Atomic uint32_t *word, int n, unsigned flags);
+
+/* What a wait is for. The real ops ignore it; a fake clock in a test uses
+ * it to tell the waits apart (to play a caller's timeout and leave a
+ * worker's keep-alive alone, or to count the threads parked). */
+enum bhi_wait_kind {
+	BHI_WAIT_GRANT, /* an acquirer queued for permits (core or host-wide) */
+	BHI_WAIT_PARK,  /* an idle pool worker; deadline = its keep-alive */
+	BHI_WAIT_CALL,  /* bh_pool_call's caller; deadline = the caller's */
+	BHI_WAIT_DRAIN, /* bh_pool_shutdown, for the threads to exit */
+	BHI_WAIT_KINDS
+};
+
+/*
+ * Wait, wake and clock: one table for every layer that sleeps (the core's
+ * queue, the host-wide queue, the pool), injectable so that tests drive
+ * every interleaving on one virtual clock (tests/testutil.h).
+ *   wait: sleep while *word == expect, until deadline_ns (absolute, on the
+ *         clock of now(); BH_FOREVER = none). 0 (woken, maybe spuriously),
+ *         -EINTR, -EAGAIN (word != expect) or -ETIMEDOUT. A cancellation
+ *         point in the real tables.
+ *   wake: one waiter of word, or all of them.
+ *   now:  the clock deadlines are on.
+ */
+struct bhi_sync_ops {
+	int (*wait)(void *ctx, enum bhi_wait_kind kind, _Atomic uint32_t *word,
+		    uint32_t expect, uint64_t deadline_ns);
+	void (*wake)(void *ctx, _Atomic uint32_t *word, bool all);
+	uint64_t (*now)(void *ctx);
+	void *ctx;
+};
+
+/* The real tables: process-private futexes, and process-shared ones for
+ * words in a MAP_SHARED segment that other processes wait on or wake. */
+extern const struct bhi_sync_ops bhi_futex_ops;
+extern const struct bhi_sync_ops bhi_futex_shared_ops;
+
+static inline int bhi_sync_wait(const struct bhi_sync_ops *s, enum bhi_wait_kind kind,
+				_Atomic uint32_t *word, uint32_t expect, uint64_t deadline_ns)
+{
+	return s->wait(s->ctx, kind, word, expect, deadline_ns);
+}
+
+static inline void bhi_sync_wake(const struct bhi_sync_ops *s, _Atomic uint32_t *word, bool all)
+{
+	s->wake(s->ctx, word, all);
+}
+
+static inline uint64_t bhi_sync_now(const struct bhi_sync_ops *s)
+{
+	return s->now(s->ctx);
+}
 
 #endif /* BHI_FUTEX_H */

@@ -1,4 +1,4 @@
-/* A pool's life: the real wait/wake/clock, create, shutdown, destroy,
+/* A pool's life: the real ops, create, shutdown, destroy,
  * stats, name, and the sizing rule. The protocols themselves are in the
  * other files (pool_internal.h lists them); docs/pool.md explains them. */
 #include <errno.h>
@@ -13,28 +13,7 @@
 #include "pool_internal.h"
 #include "task.h"
 
-/* ---- real wait/wake/clock/create ---------------------------------------- */
-
-/* The core's futex wait: absolute CLOCK_MONOTONIC deadline, errno kept,
- * and cancellable (bh_pool_call is a cancellation point). */
-static int real_wait(void *ctx, enum bhp_wait_kind kind, _Atomic uint32_t *word,
-		     uint32_t expect, uint64_t deadline_ns)
-{
-	(void)kind;
-	return bhi_futex_ops.wait(ctx, word, expect, deadline_ns);
-}
-
-static void real_wake(void *ctx, _Atomic uint32_t *word, bool all)
-{
-	(void)ctx;
-	bhi_futex_wake(word, all ? INT_MAX : 1, 0);
-}
-
-static uint64_t real_now(void *ctx)
-{
-	(void)ctx;
-	return bhi_now_ns();
-}
+/* ---- the real ops ------------------------------------------------------- */
 
 static int real_create(void *ctx, pthread_t *tid, const pthread_attr_t *attr,
 		       void *(*fn)(void *), void *arg)
@@ -47,10 +26,9 @@ static int real_create(void *ctx, pthread_t *tid, const pthread_attr_t *attr,
 	return -r;
 }
 
+/* The futex waits are cancellable: bh_pool_call is a cancellation point. */
 const struct bhp_ops bhp_real_ops = {
-	.wait = real_wait,
-	.wake = real_wake,
-	.now = real_now,
+	.sync = &bhi_futex_ops,
 	.create = real_create,
 	.spin_ns = BHI_SPIN_NS,
 };
@@ -82,7 +60,7 @@ static void drop_queue_locked(struct bh_pool *p, struct bhp_tasks *plain, uint32
 		}
 		wake = task_drop_queued_locked(p, t);
 		if (wake)
-			p->ops->wake(p->ops->ctx, wake, false);
+			bhi_sync_wake(p->sync, wake, false);
 	}
 }
 
@@ -134,7 +112,7 @@ static int drain(struct bh_pool *p, uint64_t deadline)
 			return 0;
 		if (left && expired)
 			return (int)left;
-		expired = p->ops->wait(p->ops->ctx, BHP_WAIT_DRAIN, &p->exits, seq,
+		expired = bhi_sync_wait(p->sync, BHI_WAIT_DRAIN, &p->exits, seq,
 				       left ? deadline : BH_FOREVER) == -ETIMEDOUT;
 	}
 }
@@ -266,6 +244,7 @@ static void configure(struct bh_pool *p, const struct bh_pool_config *cfg,
 		      const struct bhp_ops *ops)
 {
 	p->ops = ops;
+	p->sync = ops->sync;
 	p->core = cfg->core_threads;
 	p->max = cfg->max_threads;
 	p->cap = cfg->queue_capacity;
@@ -287,7 +266,7 @@ int bhp_create(const struct bh_pool_config *cfg, const struct bhp_ops *ops, bh_p
 	struct bh_pool *p;
 	int r;
 
-	if (!cfg || !ops || !out || !config_valid(cfg))
+	if (!cfg || !ops || !ops->sync || !out || !config_valid(cfg))
 		return -EINVAL;
 	p = pool_alloc(cfg->max_threads);
 	if (!p)

@@ -23,6 +23,7 @@
 #include "core/internal.h"
 #include "core/sample_hook.h"
 #include "lib/compiler.h"
+#include "lib/futex.h"
 #include "lib/list.h"
 #include "lib/spin.h"
 
@@ -54,13 +55,6 @@ enum bhp_park {
 	P_GO,    /* taken off its list: w->task to run, or NULL to leave */
 };
 
-/* What a wait is for, so a fake can tell them apart. */
-enum bhp_wait_kind {
-	BHP_WAIT_PARK,  /* an idle worker; deadline = keep-alive */
-	BHP_WAIT_CALL,  /* bh_pool_call; deadline = the caller's */
-	BHP_WAIT_DRAIN, /* bh_pool_shutdown waiting for threads to exit */
-};
-
 /* Points where a test can act on the thread that reaches them. */
 enum bhp_point {
 	BHP_AFTER_RUN,     /* a worker: run returned, the outcome not yet published */
@@ -72,16 +66,13 @@ enum bhp_point {
 	                    * before it looks at the pool's cache of permits again */
 };
 
-/* Wait, wake, clock and thread creation, injectable so tests can drive
- * keep-alive expiry and deadline races deterministically. */
+/* Thread creation and the waits, injectable so tests can drive keep-alive
+ * expiry and deadline races deterministically on one virtual clock. */
 struct bhp_ops {
-	/* Sleep while *word == expect, until deadline_ns (absolute, on the
-	 * clock of now(); BH_FOREVER = none). 0 (woken, maybe spuriously),
-	 * -EINTR, -EAGAIN or -ETIMEDOUT. */
-	int (*wait)(void *ctx, enum bhp_wait_kind kind, _Atomic uint32_t *word,
-		    uint32_t expect, uint64_t deadline_ns);
-	void (*wake)(void *ctx, _Atomic uint32_t *word, bool all);
-	uint64_t (*now)(void *ctx);
+	/* Wait, wake and the clock (lib/futex.h); the real table is
+	 * bhi_futex_ops. Waits say what they are for: BHI_WAIT_PARK,
+	 * BHI_WAIT_CALL, BHI_WAIT_DRAIN. */
+	const struct bhi_sync_ops *sync;
 	/* pthread_create; a negative errno on failure. */
 	int (*create)(void *ctx, pthread_t *tid, const pthread_attr_t *attr,
 		      void *(*fn)(void *), void *arg);
@@ -90,7 +81,7 @@ struct bhp_ops {
 	 * real ops, 0 (never) for a fake clock, whose time a poll cannot see
 	 * pass. Fixed at creation: prestarted workers read it at once. */
 	uint64_t spin_ns;
-	void *ctx;
+	void *ctx; /* of create and point */
 };
 
 extern const struct bhp_ops bhp_real_ops;
@@ -121,6 +112,7 @@ struct bh_pool {
 	/* Read-mostly. */
 	bulkhead_t *adm; /* admission: max_threads + queue_capacity permits */
 	const struct bhp_ops *ops;
+	const struct bhi_sync_ops *sync; /* ops->sync, one load nearer */
 	uint32_t core, max, cap;
 	enum bh_pool_policy policy;
 	uint64_t keep_alive_ns;
@@ -183,7 +175,7 @@ static inline void pool_point(const struct bh_pool *p, enum bhp_point where, str
 
 static inline uint64_t pool_now(const struct bh_pool *p)
 {
-	return p->ops->now(p->ops->ctx);
+	return bhi_sync_now(p->sync);
 }
 
 static inline uint64_t deadline_after(uint64_t now, uint64_t ns)

@@ -75,7 +75,7 @@ void bhp_dismiss_idle_locked(struct bh_pool *p)
 
 		leave_locked(p, w);
 		if (sleeps) /* rare: shutdown only */
-			p->ops->wake(p->ops->ctx, &w->park, false);
+			bhi_sync_wake(p->sync, &w->park, false);
 	}
 }
 
@@ -184,7 +184,7 @@ static void signal_exit(struct bh_pool *p)
 	/* relaxed: the count only ends the drainer's futex wait; what it
 	 * then reads (alive) it reads under the lock, which orders it */
 	atomic_fetch_add_explicit(&p->exits, 1, memory_order_relaxed);
-	p->ops->wake(p->ops->ctx, &p->exits, true);
+	bhi_sync_wake(p->sync, &p->exits, true);
 }
 
 /* ---- polling -------------------------------------------------------------- */
@@ -294,6 +294,7 @@ static uint64_t keep_until(const struct bh_pool *p, const struct bhp_worker *w, 
 static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 {
 	uint64_t slept_at = 0;
+	int r;
 
 	for (;;) {
 		uint32_t s;
@@ -318,8 +319,9 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 		if (!slept_at && (p->spin_ns || w->above_core))
 			slept_at = pool_now(p);
 		/* acquire after a timeout: pairs with hand_off()'s exchange */
-		if (p->ops->wait(p->ops->ctx, BHP_WAIT_PARK, &w->park, P_SLEEP, keep_until(p, w, slept_at)) ==
-			    -ETIMEDOUT &&
+		r = bhi_sync_wait(p->sync, BHI_WAIT_PARK, &w->park, P_SLEEP,
+				  keep_until(p, w, slept_at));
+		if (r == -ETIMEDOUT &&
 		    atomic_load_explicit(&w->park, memory_order_acquire) != P_GO &&
 		    !keep_alive_expired(p, w))
 			return NULL;

@@ -168,7 +168,7 @@ static int queue_async(struct bhs_att *a, struct bhs_slot *s, struct bh_async *n
 
 	if (qi == NONE)
 		return -EBUSY; /* no queue node left in the segment */
-	atomic_store_explicit(&qnode_at(a, qi)->enqueued_ns, a->ops->now(a->ops->ctx),
+	atomic_store_explicit(&qnode_at(a, qi)->enqueued_ns, bhi_sync_now(a->sync),
 			      memory_order_relaxed);
 	r = bhs_admit_locked(a, s, qi, n, QK_ASYNC);
 	if (r != 1) {

@@ -134,7 +134,7 @@ void bhs_hold_begin(struct bhs_att *a, uint32_t n)
 	if (!h)
 		return;
 	if (h->held == 0)
-		h->start = a->ops->now(a->ops->ctx);
+		h->start = bhi_sync_now(a->sync);
 	h->held += n;
 }
 
@@ -151,7 +151,7 @@ bool bhs_hold_end(struct bhs_att *a, uint32_t n, uint64_t *ns)
 	}
 	h->held -= n;
 	if (h->held == 0 && h->start) {
-		*ns = a->ops->now(a->ops->ctx) - h->start;
+		*ns = bhi_sync_now(a->sync) - h->start;
 		bhi_hist_add(&a->seg->hold[bhi_tindex % BHS_HOLDS], *ns);
 		h->start = 0;
 		return true;

@@ -142,7 +142,7 @@ static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_h
 	a->nprocs = h->nprocs;
 	a->nslots = h->nslots;
 	a->nextra = h->nextra;
-	a->ops = &bhi_futex_shared_ops;
+	a->sync = &bhi_futex_shared_ops;
 	a->spin_ns = BHI_SPIN_NS;
 	a->spin_iters = bhi_spin_iters_for(BHI_SPIN_NS);
 	a->poll_ns = POLL_NS;
@@ -337,7 +337,7 @@ static void init_handle(struct bulkhead *bh, struct bhs_att *a)
 	bh->flags = a->flags;
 	bh->nslots = 0;
 	bh->ext = a;
-	bh->ops = &bhi_futex_ops;
+	bh->sync = &bhi_futex_ops;
 	pthread_mutex_init(&bh->lock, NULL);
 	snprintf(bh->name, sizeof(bh->name), "%s", a->name);
 }
@@ -503,7 +503,7 @@ void bhs_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops)
 {
 	struct bhs_att *a = att_of(bh);
 
-	a->ops = ops ? ops : &bhi_futex_shared_ops;
+	a->sync = ops ? ops : &bhi_futex_shared_ops;
 	if (ops)
 		bhs_set_spin_ns(bh, 0);
 }

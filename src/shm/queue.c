@@ -47,7 +47,7 @@ void bhs_flush_wakes(struct bhs_att *a)
 		if (wb.e[i].raw)
 			raw_wake(wb.e[i].word);
 		else
-			a->ops->wake(a->ops->ctx, wb.e[i].word);
+			bhi_sync_wake(a->sync, wb.e[i].word, false);
 	}
 	wb.n = 0;
 }
@@ -159,7 +159,7 @@ void bhs_notify_locked(struct bhs_att *a, uint32_t qi, uint32_t state)
 
 void bhs_record_wait(struct bhs_att *a, uint64_t enqueued_ns, int result)
 {
-	uint64_t ns = a->ops->now(a->ops->ctx) - enqueued_ns;
+	uint64_t ns = bhi_sync_now(a->sync) - enqueued_ns;
 
 	bhi_hist_add(result == 0 ? &a->seg->wait : &a->seg->wait_failed, ns);
 }
@@ -201,7 +201,7 @@ static bool must_handoff(const struct bhs_att *a, uint64_t w, const struct bhs_q
  * so that it is spinning when its turn comes. */
 void bhs_note_release_locked(struct bhs_att *a)
 {
-	uint64_t now = a->ops->now(a->ops->ctx);
+	uint64_t now = bhi_sync_now(a->sync);
 	uint64_t last = atomic_load_explicit(&a->seg->last_grant_ns, memory_order_relaxed);
 
 	atomic_store_explicit(&a->seg->short_holds, a->spin_iters && now - last < a->spin_ns,
@@ -211,7 +211,7 @@ void bhs_note_release_locked(struct bhs_att *a)
 static void note_grant(struct bhs_att *a)
 {
 	if (a->spin_iters)
-		atomic_store_explicit(&a->seg->last_grant_ns, a->ops->now(a->ops->ctx),
+		atomic_store_explicit(&a->seg->last_grant_ns, bhi_sync_now(a->sync),
 				      memory_order_relaxed);
 }
 

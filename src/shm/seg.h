@@ -191,7 +191,7 @@ struct bhs_att {
 	size_t size;
 	unsigned refs;             /* handles */
 	struct bhs_att *next;      /* the registry (registry lock) */
-	const struct bhi_sync_ops *ops;
+	const struct bhi_sync_ops *sync;
 	uint32_t spin_iters;
 	uint64_t spin_ns;
 	uint64_t poll_ns;          /* longest sleep before looking for the dead */

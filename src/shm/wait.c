@@ -79,7 +79,7 @@ static bool compete(struct waiter *wt)
 		bhs_unlock(a);
 		return false;
 	}
-	now = a->ops->now(a->ops->ctx);
+	now = bhi_sync_now(a->sync);
 	l = win_open(wt->s);
 	w = load_sword(a);
 	do {
@@ -196,10 +196,10 @@ static int wait_loop(struct waiter *wt, uint64_t deadline)
 								     memory_order_acquire))
 				continue;
 		}
-		until = a->ops->now(a->ops->ctx) + a->poll_ns;
+		until = bhi_sync_now(a->sync) + a->poll_ns;
 		poll = until < deadline;
-		if (a->ops->wait(a->ops->ctx, &q->state, QS_SLEEPING, poll ? until : deadline) !=
-		    -ETIMEDOUT)
+		if (bhi_sync_wait(a->sync, BHI_WAIT_GRANT, &q->state, QS_SLEEPING,
+				  poll ? until : deadline) != -ETIMEDOUT)
 			continue;
 		if (!poll)
 			return leave(wt);
@@ -275,7 +275,7 @@ int bhs_acquire_slow(struct bhs_att *a, uint32_t n, uint64_t deadline)
 		return -EINVAL;
 	if ((wt.s = bhs_slot_for(a, &wt.shared)) == NULL)
 		return -ENOSPC;
-	wt.enqueued_ns = a->ops->now(a->ops->ctx);
+	wt.enqueued_ns = bhi_sync_now(a->sync);
 	if (deadline <= wt.enqueued_ns)
 		return bhs_try_slow(a, n);
 again:

@@ -197,7 +197,9 @@ static uint64_t first_reading;
 
 static uint64_t watched_now(void *ctx)
 {
-	uint64_t t = bhp_real_ops.now(ctx);
+	uint64_t t = bhi_sync_now(bhp_real_ops.sync);
+
+	(void)ctx;
 
 	if (pthread_equal(pthread_self(), main_thread) && watching && !first_reading)
 		first_reading = t;
@@ -665,6 +667,7 @@ static const char *const op_names[8] = { "submit",        "open a gate",  "open 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static struct bhi_sync_ops watched_sync;
 	static struct bhp_ops watched_ops;
 	static const struct timespec tick = { 0, 100000 };
 	struct bh_pool_config cfg = { .name = "fz" };
@@ -676,8 +679,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in_data = data;
 	in_size = size;
 	main_thread = pthread_self();
+	watched_sync = *bhp_real_ops.sync;
+	watched_sync.now = watched_now;
 	watched_ops = bhp_real_ops;
-	watched_ops.now = watched_now;
+	watched_ops.sync = &watched_sync;
 	c0 = data[0];
 	c1 = data[1];
 	cfg.core_threads = (c0 & 3) % 3;
