@@ -48,6 +48,7 @@
 
 #include "bulkhead.h"
 #include "bulkhead/shm.h"
+#include "core/internal.h"
 #include "shm/hooks.h"
 #include "shm/seg.h"
 

@@ -137,6 +137,34 @@ void bhi_set_starve_ns(bulkhead_t *bh, uint64_t ns)
 	bh->starve_ns = ns;
 }
 
+/* ---- host-wide handles (src/core/backend.h) ------------------------------ */
+
+/* One spare slot keeps the core's count fallback in bounds should anything
+ * ever count on it. */
+bulkhead_t *bhi_ext_alloc(void)
+{
+	return bhi_zalloc_aligned(sizeof(struct bulkhead) + sizeof(struct bhi_slot),
+				  BHI_CACHELINE);
+}
+
+void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, uint32_t flags, const char *name)
+{
+	atomic_init(&bh->word, BHI_WORD_EXT);
+	bh->flags = flags;
+	bh->nslots = 0;
+	bh->ext = a;
+	bh->sync = &bhi_futex_ops;
+	pthread_mutex_init(&bh->lock, NULL);
+	snprintf(bh->name, sizeof(bh->name), "%s", name);
+}
+
+void bhi_ext_free(bulkhead_t *bh)
+{
+	if (bh->ext) /* bound: the lock was initialised */
+		pthread_mutex_destroy(&bh->lock);
+	bhi_free_aligned(bh);
+}
+
 /* ---- layers (src/core/layer.h) -------------------------------------------------- */
 
 void bhi_layer_attach(bulkhead_t *bh, struct bhi_layer *l)

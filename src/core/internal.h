@@ -1,5 +1,6 @@
-/* Private to libbulkhead: the bulkhead object, the state word, the hooks
- * that tests and the stress suite use to drive the slow path. */
+/* Private to libbulkhead: the bulkhead object, the state word (its layout
+ * is in backend.h, which the host-wide segment shares), the hooks that tests
+ * and the stress suite use to drive the slow path. */
 #ifndef BH_INTERNAL_H
 #define BH_INTERNAL_H
 
@@ -9,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "bulkhead.h"
 #include "layer.h"
 #include "lib/compiler.h"
@@ -16,56 +18,12 @@
 #include "lib/list.h"
 #include "lib/spin.h" /* BHI_SPIN_NS: a head waiter's spin budget */
 
-/*
- * The state word (see docs/design.md):
- *
- *   bits  0..20  avail + W_BIAS   permits free now (may be negative after a
- *                                 shrink); biased so plain +/- never carries
- *   bits 21..40  limit            max_concurrent in force
- *   bits 41..60  queued           waiters in the FIFO queue
- *   bit  61      W_STARVING       unfair mode: the head waited too long, the
- *                                 next release hands off to it
- *   bit  62      W_WOKEN          unfair mode: the head was woken to compete
- *   bit  63      W_CLOSED
- *
- * in_flight = limit - avail. Everything a decision needs is in one load.
- */
-#define W_AVAIL_BITS 21
-#define W_AVAIL_MASK ((1ull << W_AVAIL_BITS) - 1)
-#define W_BIAS (1ull << 20)
-#define W_LIMIT_SHIFT 21
-#define W_LIMIT_MASK (0xfffffull << W_LIMIT_SHIFT)
-#define W_NQ_SHIFT 41
-#define W_NQ_ONE (1ull << W_NQ_SHIFT)
-#define W_NQ_MASK (0xfffffull << W_NQ_SHIFT)
-#define W_STARVING (1ull << 61)
-#define W_WOKEN (1ull << 62)
-#define W_CLOSED (1ull << 63)
+/* The word's layout and accessors, BHI_WORD_EXT, the sync ops, the counter
+ * names and the histograms' recording side are in backend.h: the host-wide
+ * segment (src/shm/) shares them. */
 
 /* Internal flag (above the public BH_* flags): a layer's gate applies. */
 #define BHI_GATED (1u << 31)
-/* The word of a host-wide handle: closed and one waiter queued, so no fast
- * path takes, and a release goes to release_slow (see struct bulkhead). */
-#define BHI_WORD_EXT (W_CLOSED | W_NQ_ONE)
-
-static inline int64_t w_avail(uint64_t w)
-{
-	return (int64_t)(w & W_AVAIL_MASK) - (int64_t)W_BIAS;
-}
-static inline uint32_t w_limit(uint64_t w)
-{
-	return (uint32_t)((w & W_LIMIT_MASK) >> W_LIMIT_SHIFT);
-}
-static inline uint32_t w_nq(uint64_t w)
-{
-	return (uint32_t)((w & W_NQ_MASK) >> W_NQ_SHIFT);
-}
-static inline uint64_t w_make(int64_t avail, uint32_t limit, uint32_t nq)
-{
-	return (uint64_t)(avail + (int64_t)W_BIAS) |
-	       ((uint64_t)limit << W_LIMIT_SHIFT) | ((uint64_t)nq << W_NQ_SHIFT);
-}
-
 /* Optional observers of the queue, called under its lock, so a checker can
  * keep an exact shadow of the FIFO: a node joined the queue; a node left it
  * holding its permits (handoff or a won race). The waits and the clock are
@@ -78,8 +36,6 @@ struct bhi_queue_obs {
 
 /* Per-thread counters: slot i belongs to the live thread with index i, so a
  * plain load+store counts without a locked instruction. */
-enum bhi_counter { BHI_ACQUIRED, BHI_RELEASED, BHI_REJECTED, BHI_NCOUNTERS };
-
 struct bhi_slot {
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
 	/* This thread's last view of the word: the fast path's CAS guesses
@@ -96,15 +52,7 @@ struct bhi_slot {
 	_Atomic uint32_t in_sink;
 };
 
-/* Lock-free recording side of struct bh_hist (see src/core/hist.c). */
-struct bhi_hist {
-	_Atomic uint64_t sum_ns;
-	_Atomic uint64_t buckets[BH_HIST_BUCKETS];
-};
 #define BHI_HOLD_SHARDS 8 /* threads spread hold recordings over these */
-
-void bhi_hist_add(struct bhi_hist *h, uint64_t ns);
-void bhi_hist_read(const struct bhi_hist *h, struct bh_hist *out);
 
 struct bhk_sink;
 
@@ -147,6 +95,10 @@ struct bulkhead {
 
 	struct bhi_slot slots[];
 };
+
+/* What a backend's fast paths load without seeing this struct (backend.h). */
+_Static_assert(offsetof(struct bulkhead, ext) == BHI_EXT_OFFSET, "BHI_EXT_OFFSET");
+_Static_assert(offsetof(struct bulkhead, sink) == BHI_SINK_OFFSET, "BHI_SINK_OFFSET");
 
 /* Internal hooks (hidden symbols; tests and stress link the static core). */
 void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops);

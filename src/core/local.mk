@@ -13,6 +13,7 @@ BHCORE_SOURCES = \
 	src/core/sync.c \
 	src/core/tindex.c \
 	src/core/internal.h \
+	src/core/backend.h \
 	src/core/word.h \
 	src/core/queue.h \
 	src/core/observe.h \

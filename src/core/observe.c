@@ -103,6 +103,12 @@ void bhi_hold_end(struct bulkhead *bh, uint32_t n)
 	}
 }
 
+/* For a backend (backend.h), which tested bhi_sink_attached first. */
+BHI_COLD void bhi_emit_hold_slow(bulkhead_t *bh, uint64_t ns)
+{
+	bhk_emit_slow(bh, BHK_HOLD, ns, BHK_OK);
+}
+
 void bh_record_hold(bulkhead_t *bh, uint64_t ns)
 {
 	if (bh->ext)

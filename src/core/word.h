@@ -1,6 +1,6 @@
 /* The state word's operations, private to the core's files: the fast paths
  * (word.c), the queue (queue.c) and the observers (observe.c) decide on the
- * same word with the same predicates. The layout is in internal.h. */
+ * same word with the same predicates. The layout is in backend.h. */
 #ifndef BH_CORE_WORD_H
 #define BH_CORE_WORD_H
 

@@ -193,7 +193,7 @@ static int taken_now(struct bhs_att *a, uint32_t n)
 	return 0;
 }
 
-int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n, bh_async_fn *fn,
+int bhs_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async_fn *fn,
 		      void *data)
 {
 	struct bhs_att *a = att_of(bh);
@@ -238,7 +238,7 @@ int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n, bh
  * from another node's callback, deliver it here). node->link is written
  * only by the threads that queue and cancel the node, never by the agent;
  * whether it is still waiting for delivery is anode[i] == node. */
-int bhs_cancel_async(struct bulkhead *bh, struct bh_async *node)
+int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 {
 	struct bhs_att *a = att_of(bh);
 	uint32_t qi, i, st;

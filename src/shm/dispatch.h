@@ -5,21 +5,24 @@
 #ifndef BH_SHM_DISPATCH_H
 #define BH_SHM_DISPATCH_H
 
-#include "core/internal.h"
+#include <stdbool.h>
+#include <stdint.h>
 
-bool bhs_take_fast(struct bulkhead *bh, uint32_t n);
-int bhs_try_acquire(struct bulkhead *bh, uint32_t n);
-int bhs_acquire(struct bulkhead *bh, uint32_t n, uint64_t deadline_ns);
-int bhs_release(struct bulkhead *bh, uint32_t n);
-int bhs_acquire_async(struct bulkhead *bh, struct bh_async *node, uint32_t n,
+#include "bulkhead.h"
+
+bool bhs_take_fast(bulkhead_t *bh, uint32_t n);
+int bhs_try_acquire(bulkhead_t *bh, uint32_t n);
+int bhs_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns);
+int bhs_release(bulkhead_t *bh, uint32_t n);
+int bhs_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n,
 		      bh_async_fn *fn, void *data);
-int bhs_cancel_async(struct bulkhead *bh, struct bh_async *node);
-int bhs_close(struct bulkhead *bh);
-int bhs_set_limit(struct bulkhead *bh, uint32_t max_concurrent);
-void bhs_stats(const struct bulkhead *bh, struct bh_stats *out);
-void bhs_gauges(const struct bulkhead *bh, uint64_t *limit, uint64_t *in_flight,
+int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node);
+int bhs_close(bulkhead_t *bh);
+int bhs_set_limit(bulkhead_t *bh, uint32_t max_concurrent);
+void bhs_stats(const bulkhead_t *bh, struct bh_stats *out);
+void bhs_gauges(const bulkhead_t *bh, uint64_t *limit, uint64_t *in_flight,
 		uint64_t *queued);
-void bhs_record_hold(struct bulkhead *bh, uint64_t ns);
-void bhs_destroy(struct bulkhead *bh);
+void bhs_record_hold(bulkhead_t *bh, uint64_t ns);
+void bhs_destroy(bulkhead_t *bh);
 
 #endif /* BH_SHM_DISPATCH_H */

@@ -23,7 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/sample_hook.h"
+#include "core/layer.h" /* bhi_tindex */
 #include "seg.h"
 #include "shm/dispatch.h"
 
@@ -159,7 +159,7 @@ bool bhs_hold_end(struct bhs_att *a, uint32_t n, uint64_t *ns)
 	return false;
 }
 
-void bhs_record_hold(struct bulkhead *bh, uint64_t ns)
+void bhs_record_hold(bulkhead_t *bh, uint64_t ns)
 {
 	struct bhs_att *a = att_of(bh);
 
@@ -420,7 +420,7 @@ bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t e
 /* From the core's take_fast, for a thread that has a slot mapped and a
  * valid n (the core checked it); false: the core goes on to its slow path,
  * which lands in bhs_try_acquire or bhs_acquire below. */
-bool bhs_take_fast(struct bulkhead *bh, uint32_t n)
+bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
@@ -433,26 +433,26 @@ bool bhs_take_fast(struct bulkhead *bh, uint32_t n)
 	return false;
 }
 
-int bhs_try_acquire(struct bulkhead *bh, uint32_t n)
+int bhs_try_acquire(bulkhead_t *bh, uint32_t n)
 {
 	return bhs_try_slow(att_of(bh), n);
 }
 
-int bhs_acquire(struct bulkhead *bh, uint32_t n, uint64_t deadline_ns)
+int bhs_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
 	return bhs_acquire_slow(att_of(bh), n, deadline_ns);
 }
 
 /* A hold that ended is also an adaptive sample, if a controller listens. */
-static BHI_COLD void hold_ended(struct bulkhead *bh, struct bhs_att *a, uint32_t n)
+static BHI_COLD void hold_ended(bulkhead_t *bh, struct bhs_att *a, uint32_t n)
 {
 	uint64_t ns;
 
-	if (bhs_hold_end(a, n, &ns))
-		bhk_emit(bh, BHK_HOLD, ns, BHK_OK);
+	if (bhs_hold_end(a, n, &ns) && BHI_UNLIKELY(bhi_sink_attached(bh)))
+		bhi_emit_hold_slow(bh, ns);
 }
 
-int bhs_release(struct bulkhead *bh, uint32_t n)
+int bhs_release(bulkhead_t *bh, uint32_t n)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "core/backend.h"
 
 /* The next segments this process creates get this geometry (0: default). */
 void bhs_test_geometry(uint32_t nprocs, uint32_t nslots, uint32_t nextra);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "hooks.h"
+#include "lib/spin.h"
 #include "seg.h"
 #include "shm/dispatch.h"
 
@@ -322,26 +323,6 @@ static void reg_init(void)
 
 /* ---- handles ---------------------------------------------------------------------------------- */
 
-/* A core handle whose calls all land here: word BHI_WORD_EXT and no slots
- * (see struct bulkhead). One spare slot keeps the core's count fallback in
- * bounds should anything ever count on it. */
-static struct bulkhead *alloc_handle(void)
-{
-	return bhi_zalloc_aligned(sizeof(struct bulkhead) + sizeof(struct bhi_slot),
-				  BHI_CACHELINE);
-}
-
-static void init_handle(struct bulkhead *bh, struct bhs_att *a)
-{
-	atomic_init(&bh->word, BHI_WORD_EXT);
-	bh->flags = a->flags;
-	bh->nslots = 0;
-	bh->ext = a;
-	bh->sync = &bhi_futex_ops;
-	pthread_mutex_init(&bh->lock, NULL);
-	snprintf(bh->name, sizeof(bh->name), "%s", a->name);
-}
-
 static struct bhs_att *find_att(dev_t dev, ino_t ino)
 {
 	for (struct bhs_att *a = reg_head; a; a = a->next)
@@ -427,13 +408,13 @@ int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, b
 {
 	char path[4096];
 	struct bhs_att *a = NULL;
-	struct bulkhead *bh;
+	bulkhead_t *bh;
 	int saved = errno, fd, r;
 
 	if ((r = check_open_args(name, cfg, flags, out)) < 0 ||
 	    (r = bhs_path_of(name, path, sizeof(path))) < 0)
 		return r;
-	if ((bh = alloc_handle()) == NULL)
+	if ((bh = bhi_ext_alloc()) == NULL)
 		return -ENOMEM;
 	pthread_once(&reg_once, reg_init);
 	pthread_mutex_lock(&reg_mu);
@@ -443,10 +424,10 @@ int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, b
 	pthread_mutex_unlock(&reg_mu);
 	errno = saved;
 	if (r < 0) {
-		bhi_free_aligned(bh);
+		bhi_ext_free(bh);
 		return r;
 	}
-	init_handle(bh, a);
+	bhi_ext_init(bh, a, a->flags, a->name);
 	*out = bh;
 	return 0;
 }
@@ -476,7 +457,7 @@ static void detach(struct bhs_att *a)
 	free_att(a); /* closing our descriptor drops the liveness lock */
 }
 
-void bhs_destroy(struct bulkhead *bh)
+void bhs_destroy(bulkhead_t *bh)
 {
 	struct bhs_att *a = att_of(bh), **pp;
 
@@ -493,8 +474,7 @@ void bhs_destroy(struct bulkhead *bh)
 	pthread_mutex_unlock(&reg_mu);
 	if (a)
 		detach(a);
-	pthread_mutex_destroy(&bh->lock);
-	bhi_free_aligned(bh);
+	bhi_ext_free(bh);
 }
 
 /* ---- test hooks (hooks.h) --------------------------------------------------------------------- */

@@ -466,7 +466,7 @@ static void fail_waiters(struct bhs_att *a, uint32_t above_n, uint32_t state)
 	}
 }
 
-int bhs_close(struct bulkhead *bh)
+int bhs_close(bulkhead_t *bh)
 {
 	struct bhs_att *a = att_of(bh);
 	uint64_t old;
@@ -481,7 +481,7 @@ int bhs_close(struct bulkhead *bh)
 	return old & W_CLOSED ? -EALREADY : 0;
 }
 
-int bhs_set_limit(struct bulkhead *bh, uint32_t max_concurrent)
+int bhs_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 {
 	struct bhs_att *a = att_of(bh);
 	uint64_t w, nw;
@@ -503,7 +503,7 @@ int bhs_set_limit(struct bulkhead *bh, uint32_t max_concurrent)
 }
 
 /* The three gauges at one instant, for the core's bh_gauges. */
-void bhs_gauges(const struct bulkhead *bh, uint64_t *limit, uint64_t *in_flight,
+void bhs_gauges(const bulkhead_t *bh, uint64_t *limit, uint64_t *in_flight,
 		uint64_t *queued)
 {
 	uint64_t w = atomic_load_explicit(&att_of(bh)->seg->word, memory_order_acquire);
@@ -513,7 +513,7 @@ void bhs_gauges(const struct bulkhead *bh, uint64_t *limit, uint64_t *in_flight,
 	*queued = s_nq(w);
 }
 
-void bhs_stats(const struct bulkhead *bh, struct bh_stats *out)
+void bhs_stats(const bulkhead_t *bh, struct bh_stats *out)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_seg *g = a->seg;

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 #include "bulkhead/shm.h"
-#include "core/internal.h"
+#include "core/backend.h"
 #include "lib/compiler.h"
 
 /* ---- the shared word ---------------------------------------------------
@@ -210,9 +210,9 @@ struct bhs_att {
 #define XFER_RUNNING 1u /* a transfer between this process's slots runs */
 #define XFER_FENCED 2u  /* no membarrier(2): release windows fence themselves */
 
-static inline struct bhs_att *att_of(const struct bulkhead *bh)
+static inline struct bhs_att *att_of(const bulkhead_t *bh)
 {
-	return bh->ext;
+	return bhi_ext_of(bh);
 }
 
 static inline struct bhs_slot *slot_at(const struct bhs_att *a, uint32_t i)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/spin.h"
 #include "seg.h"
 #include "shm/dispatch.h"
 

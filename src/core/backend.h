@@ -1,0 +1,132 @@
+/* Private to libbulkhead: what the core shares with a second implementation
+ * of its state that it dispatches to, the host-wide segment (src/shm/). The
+ * core's files include it through internal.h; src/shm/ includes it instead
+ * of internal.h, and nothing else does (an optional layer includes
+ * layer.h: docs/design.md, "What a layer may include").
+ *
+ * The segment keeps the core's word, so the encoding has one home, here:
+ * the layout, its accessors and BHI_WORD_EXT. With it the pieces both sides
+ * use: the counters' names and the histograms' recording side (the waits
+ * are lib/futex.h's). struct bulkhead stays out: the backend builds, reads and
+ * frees its handles through the functions at the end, and reads the two
+ * fields its fast paths need at offsets the core asserts (internal.h), so
+ * it pays what it paid when it saw the struct. */
+#ifndef BH_CORE_BACKEND_H
+#define BH_CORE_BACKEND_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bulkhead.h"
+#include "lib/compiler.h"
+#include "lib/futex.h" /* struct bhi_sync_ops: the waits both sides sleep with */
+
+/*
+ * The state word (see docs/design.md):
+ *
+ *   bits  0..20  avail + W_BIAS   permits free now (may be negative after a
+ *                                 shrink); biased so plain +/- never carries
+ *   bits 21..40  limit            max_concurrent in force
+ *   bits 41..60  queued           waiters in the FIFO queue
+ *   bit  61      W_STARVING       unfair mode: the head waited too long, the
+ *                                 next release hands off to it
+ *   bit  62      W_WOKEN          unfair mode: the head was woken to compete
+ *   bit  63      W_CLOSED
+ *
+ * in_flight = limit - avail. Everything a decision needs is in one load.
+ */
+#define W_AVAIL_BITS 21
+#define W_AVAIL_MASK ((1ull << W_AVAIL_BITS) - 1)
+#define W_BIAS (1ull << 20)
+#define W_LIMIT_SHIFT 21
+#define W_LIMIT_MASK (0xfffffull << W_LIMIT_SHIFT)
+#define W_NQ_SHIFT 41
+#define W_NQ_ONE (1ull << W_NQ_SHIFT)
+#define W_NQ_MASK (0xfffffull << W_NQ_SHIFT)
+#define W_STARVING (1ull << 61)
+#define W_WOKEN (1ull << 62)
+#define W_CLOSED (1ull << 63)
+
+/* The word of a host-wide handle: closed and one waiter queued, so no fast
+ * path takes, and a release goes to release_slow (see struct bulkhead). */
+#define BHI_WORD_EXT (W_CLOSED | W_NQ_ONE)
+
+static inline int64_t w_avail(uint64_t w)
+{
+	return (int64_t)(w & W_AVAIL_MASK) - (int64_t)W_BIAS;
+}
+static inline uint32_t w_limit(uint64_t w)
+{
+	return (uint32_t)((w & W_LIMIT_MASK) >> W_LIMIT_SHIFT);
+}
+static inline uint32_t w_nq(uint64_t w)
+{
+	return (uint32_t)((w & W_NQ_MASK) >> W_NQ_SHIFT);
+}
+static inline uint64_t w_make(int64_t avail, uint32_t limit, uint32_t nq)
+{
+	return (uint64_t)(avail + (int64_t)W_BIAS) |
+	       ((uint64_t)limit << W_LIMIT_SHIFT) | ((uint64_t)nq << W_NQ_SHIFT);
+}
+
+/* The counters of a thread slot (the core's struct bhi_slot, the segment's
+ * struct bhs_slot), by index. */
+enum bhi_counter { BHI_ACQUIRED, BHI_RELEASED, BHI_REJECTED, BHI_NCOUNTERS };
+
+/* Lock-free recording side of struct bh_hist (see src/core/hist.c). */
+struct bhi_hist {
+	_Atomic uint64_t sum_ns;
+	_Atomic uint64_t buckets[BH_HIST_BUCKETS];
+};
+
+void bhi_hist_add(struct bhi_hist *h, uint64_t ns);
+void bhi_hist_read(const struct bhi_hist *h, struct bh_hist *out);
+
+/* ---- a host-wide handle (src/core/bulkhead.c) -------------------------------
+ *
+ * A core handle whose calls all land in the backend: word BHI_WORD_EXT and
+ * no slots, its attachment in ext (see struct bulkhead). */
+
+struct bhs_att;
+struct bhk_sink; /* layer.h */
+
+/* A zeroed handle, not yet bound (NULL: no memory). */
+bulkhead_t *bhi_ext_alloc(void);
+/* Bind it to attachment a: the word, no slots, the futex ops, the lock, and
+ * the attachment's flags and name. Before the handle is shared. */
+void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, uint32_t flags, const char *name);
+/* Free a handle from bhi_ext_alloc, bound or not. */
+void bhi_ext_free(bulkhead_t *bh);
+
+/* Where struct bulkhead keeps the attachment and the sample sink, for the
+ * backend's fast paths to load as the core does (internal.h asserts both). */
+#if UINTPTR_MAX > UINT32_MAX
+#define BHI_EXT_OFFSET 48
+#define BHI_SINK_OFFSET 32
+#else
+#define BHI_EXT_OFFSET 40
+#define BHI_SINK_OFFSET 28
+#endif
+
+/* A host-wide handle's attachment (written once, before it is shared). */
+static inline struct bhs_att *bhi_ext_of(const bulkhead_t *bh)
+{
+	struct bhs_att *const *p = (const void *)((const char *)bh + BHI_EXT_OFFSET);
+
+	return *p;
+}
+
+/* sample_hook.h's bhk_emit of an ended hold, split for the backend: whether
+ * a sink is attached (one relaxed load, as bhk_attached), and the rest, out
+ * of line: bhi_emit_hold_slow(bh, ns) is bhk_emit(bh, BHK_HOLD, ns, BHK_OK)
+ * once bhi_sink_attached(bh) said yes. */
+static inline bool bhi_sink_attached(const bulkhead_t *bh)
+{
+	_Atomic(struct bhk_sink *) *p = (void *)((char *)bh + BHI_SINK_OFFSET);
+
+	return atomic_load_explicit(p, memory_order_relaxed) != NULL;
+}
+BHI_COLD void bhi_emit_hold_slow(bulkhead_t *bh, uint64_t ns);
+
+#endif /* BH_CORE_BACKEND_H */
