@@ -15,13 +15,15 @@
 
 /* ---- real wait/wake/clock/create ---------------------------------------- */
 
-/* The core's futex wait: absolute CLOCK_MONOTONIC deadline, errno kept,
- * and cancellable (bh_pool_call is a cancellation point). */
+/* The futex wait the core's waits use too: absolute CLOCK_MONOTONIC
+ * deadline, errno kept, and cancellable (bh_pool_call is a cancellation
+ * point). */
 static int real_wait(void *ctx, enum bhp_wait_kind kind, _Atomic uint32_t *word,
 		     uint32_t expect, uint64_t deadline_ns)
 {
+	(void)ctx;
 	(void)kind;
-	return bhi_futex_ops.wait(ctx, word, expect, deadline_ns);
+	return bhi_futex_wait(word, expect, deadline_ns, BHI_FUTEX_CANCEL);
 }
 
 static void real_wake(void *ctx, _Atomic uint32_t *word, bool all)
@@ -332,7 +334,7 @@ int bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 
 	if (!p || !out)
 		return -EINVAL;
-	refused_busy = bhi_counter(p->adm, BHI_REJECTED);
+	refused_busy = bhi_rejected(p->adm);
 	memset(out, 0, sizeof(*out));
 	pool_lock(p);
 	out->alive = p->alive;
