@@ -8,9 +8,10 @@
  * the layout, its accessors and BHI_WORD_EXT. With it the pieces both sides
  * use: the counters' names and the histograms' recording side (the waits
  * are lib/futex.h's). struct bulkhead stays out: the backend builds, reads and
- * frees its handles through the functions at the end, and reads the two
- * fields its fast paths need at offsets the core asserts (internal.h), so
- * it pays what it paid when it saw the struct. */
+ * frees its handles through the functions at the end, and reads the
+ * attachment at an offset the core asserts (internal.h), so its fast paths
+ * pay what they paid when they saw the struct; its automatic samples go
+ * through sample_hook.h, as a layer's do. */
 #ifndef BH_CORE_BACKEND_H
 #define BH_CORE_BACKEND_H
 
@@ -89,7 +90,6 @@ void bhi_hist_read(const struct bhi_hist *h, struct bh_hist *out);
  * no slots, its attachment in ext (see struct bulkhead). */
 
 struct bhs_att;
-struct bhk_sink; /* layer.h */
 
 /* A zeroed handle, not yet bound (NULL: no memory). */
 bulkhead_t *bhi_ext_alloc(void);
@@ -99,14 +99,13 @@ void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, uint32_t flags, const char 
 /* Free a handle from bhi_ext_alloc, bound or not. */
 void bhi_ext_free(bulkhead_t *bh);
 
-/* Where struct bulkhead keeps the attachment and the sample sink, for the
- * backend's fast paths to load as the core does (internal.h asserts both). */
+/* Where struct bulkhead keeps the attachment, for the backend's fast paths
+ * to load as the core does (internal.h asserts it; the sample sink's place,
+ * BHI_SINK_OFFSET, is layer.h's). */
 #if UINTPTR_MAX > UINT32_MAX
 #define BHI_EXT_OFFSET 48
-#define BHI_SINK_OFFSET 32
 #else
 #define BHI_EXT_OFFSET 40
-#define BHI_SINK_OFFSET 28
 #endif
 
 /* A host-wide handle's attachment (written once, before it is shared). */
@@ -116,17 +115,5 @@ static inline struct bhs_att *bhi_ext_of(const bulkhead_t *bh)
 
 	return *p;
 }
-
-/* sample_hook.h's bhk_emit of an ended hold, split for the backend: whether
- * a sink is attached (one relaxed load, as bhk_attached), and the rest, out
- * of line: bhi_emit_hold_slow(bh, ns) is bhk_emit(bh, BHK_HOLD, ns, BHK_OK)
- * once bhi_sink_attached(bh) said yes. */
-static inline bool bhi_sink_attached(const bulkhead_t *bh)
-{
-	_Atomic(struct bhk_sink *) *p = (void *)((char *)bh + BHI_SINK_OFFSET);
-
-	return atomic_load_explicit(p, memory_order_relaxed) != NULL;
-}
-BHI_COLD void bhi_emit_hold_slow(bulkhead_t *bh, uint64_t ns);
 
 #endif /* BH_CORE_BACKEND_H */

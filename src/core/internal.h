@@ -114,9 +114,8 @@ int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size);
 BHI_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
 /* A counter summed over every slot (relaxed: statistics). */
 uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c);
-/* bh_try_acquire that does not count a refusal: for a caller (the pool's
- * admission) that may still succeed another way, and counts its own. */
-int bhi_try_take(bulkhead_t *bh, uint32_t n);
+/* bhi_try_take, bhi_count_rejected, bhi_rejected, bhi_over_limit: the
+ * pool's, in layer.h. */
 
 /* The calling thread's own slot, or NULL when it has none yet (or more
  * threads are alive than the bulkhead has slots). */

@@ -5,11 +5,18 @@
  * (a process resumed after SIGSTOP), and whose bh_destroy must give the
  * lease back. The metrics exporter (src/metrics/) reads what a bulkhead
  * exports through it, never the bulkhead's fields; the adaptive controller
- * (src/adaptive/) hooks its sink in through it.
+ * (src/adaptive/) hooks its sink in through it. The thread pool (src/pool/)
+ * takes, counts and gives back its admission bulkhead's permits through it,
+ * and the pool and the io_uring tracker (src/uring/) hand their latencies
+ * to an attached sink through src/core/sample_hook.h, which is built on
+ * what this file declares.
  *
- * An optional layer includes the public headers, src/lib/ and this file,
- * never src/core/internal.h: struct bulkhead, the word and the slots stay
- * the core's to change (docs/design.md, "What a layer may include").
+ * An optional layer includes the public headers, src/lib/, this file and
+ * src/core/sample_hook.h, never src/core/internal.h: struct bulkhead, the
+ * word and the slots stay the core's to change (docs/design.md, "What a
+ * layer may include"). What a layer needs of them is a hidden function
+ * here, out of line, except the one load a completion path makes inline:
+ * the sink pointer, at BHI_SINK_OFFSET.
  *
  * A plain bulkhead pays one flag test on its acquire fast path; releases
  * pay nothing. */
@@ -79,6 +86,17 @@ struct bhk_sink {
 	uint32_t sources; /* enum bhk_source bits it wants */
 };
 
+/* Where struct bulkhead keeps its sink pointer, an _Atomic(struct bhk_sink *):
+ * a layer tests for a sink inline on its completion path (bhk_attached in
+ * sample_hook.h) without seeing struct bulkhead. It follows two uint64_t
+ * and three uint32_t, so it is 32 with 8-byte pointers and 28 with 4-byte
+ * ones; internal.h asserts it. */
+#if UINTPTR_MAX > 0xffffffffu
+#define BHI_SINK_OFFSET 32
+#else
+#define BHI_SINK_OFFSET 28
+#endif
+
 /* Hook k into bh: 0, or -EBUSY when another sink is attached. */
 int bhk_attach(bulkhead_t *bh, struct bhk_sink *k);
 /* Unhook bh's sink and wait until no hook is inside it. */
@@ -93,6 +111,23 @@ extern __thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
 uint32_t bhi_tindex_assign(void);
 
 /* ---- pools (src/pool/) ------------------------------------------------------ */
+
+/* What a pool asks of its admission bulkhead (a process-local one it made
+ * itself). All out of line: only bhi_try_take is on a fast path, and it is
+ * a call already. */
+
+/* bh_try_acquire that does not count a refusal: for a caller (the pool's
+ * admission) that may still succeed another way, and counts its own. */
+int bhi_try_take(bulkhead_t *bh, uint32_t n);
+/* Count one refusal, as bh_try_acquire's -EBUSY does, in the calling
+ * thread's counter slot. */
+void bhi_count_rejected(bulkhead_t *bh);
+/* The refusals counted so far (bh_stats' rejected; relaxed: statistics). */
+uint64_t bhi_rejected(const bulkhead_t *bh);
+/* How many permits bh is over its limit now (0 or less: not over), as a
+ * limit lowered below what is held leaves it (relaxed: a snapshot; the
+ * caller acts on it under its own lock and may be a moment late). */
+int64_t bhi_over_limit(const bulkhead_t *bh);
 
 struct bh_pool;
 /* A pool's admission bulkhead (running and queued tasks), and in *room the

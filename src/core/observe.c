@@ -48,6 +48,49 @@ int bhi_over_release(struct bulkhead *bh)
 	return -EOVERFLOW;
 }
 
+/* The pool's (layer.h): its admission bulkhead's refusals, counted where the
+ * pool decides them, and read for bh_pool_stats. */
+void bhi_count_rejected(bulkhead_t *bh)
+{
+	bhi_count(bh, BHI_REJECTED);
+}
+
+uint64_t bhi_rejected(const bulkhead_t *bh)
+{
+	return bhi_counter(bh, BHI_REJECTED);
+}
+
+/* relaxed: a snapshot the pool acts on under its own lock (layer.h) */
+int64_t bhi_over_limit(const bulkhead_t *bh)
+{
+	return -w_avail(atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_relaxed));
+}
+
+/* ---- automatic samples (the protocol is in sample_hook.h) ------------------ */
+
+/* The calling thread's slot, or the shared one. */
+static _Atomic uint32_t *bhk_busy_word(struct bulkhead *bh)
+{
+	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
+
+	return &bh->slots[t - 1u < bh->nslots ? t - 1u : bh->nslots].in_sink;
+}
+
+BHI_COLD void bhk_emit_slow(bulkhead_t *bh, unsigned src, uint64_t ns, int outcome)
+{
+	_Atomic uint32_t *busy = bhk_busy_word(bh);
+	struct bhk_sink *k;
+
+	/* seq_cst, both: with bhk_detach's clear and its load of our slot, one
+	 * single order, in which either we see NULL or detach sees us busy */
+	atomic_fetch_add_explicit(busy, 1, memory_order_seq_cst);
+	k = atomic_load_explicit(&bh->sink, memory_order_seq_cst);
+	if (k && (k->sources & src))
+		k->fn(k, ns, outcome);
+	/* release: our last use of k happens before detach's load sees 0 */
+	atomic_fetch_sub_explicit(busy, 1, memory_order_release);
+}
+
 /* ---- hold times (BH_TRACK_HOLD) -------------------------------------------- */
 
 static void hold_add(struct bulkhead *bh, unsigned shard, uint64_t ns)
@@ -101,12 +144,6 @@ void bhi_hold_end(struct bulkhead *bh, uint32_t n)
 		s->hold_start = 0;
 		bhk_emit(bh, BHK_HOLD, ns, BHK_OK); /* an adaptive sample, if one listens */
 	}
-}
-
-/* For a backend (backend.h), which tested bhi_sink_attached first. */
-BHI_COLD void bhi_emit_hold_slow(bulkhead_t *bh, uint64_t ns)
-{
-	bhk_emit_slow(bh, BHK_HOLD, ns, BHK_OK);
 }
 
 void bh_record_hold(bulkhead_t *bh, uint64_t ns)

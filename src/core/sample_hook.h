@@ -7,7 +7,12 @@
  * A bulkhead has one sink pointer. Every hook starts with one relaxed load
  * of it, which is NULL unless a controller is attached, so a bulkhead
  * without one pays a predictable branch on a line the call has just
- * touched; everything else is out of line.
+ * touched; everything else is out of line (bhk_emit_slow, in
+ * src/core/observe.c).
+ *
+ * Layers include this file (the thread pool, the io_uring tracker), so it
+ * sees only layer.h, never struct bulkhead: the load goes through the
+ * pointer's offset, BHI_SINK_OFFSET, which internal.h asserts.
  *
  * Detaching must not free a sink a hook is still calling. A hook marks its
  * thread's slot busy (seq_cst), then reloads the pointer (seq_cst); detach
@@ -19,42 +24,30 @@
 #ifndef BH_SAMPLE_HOOK_H
 #define BH_SAMPLE_HOOK_H
 
-#include <errno.h>
-#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-#include "internal.h"
-#include "layer.h" /* struct bhk_sink, bhk_attach, bhk_detach */
+#include "layer.h" /* struct bhk_sink, bhk_attach, bhk_detach, BHI_SINK_OFFSET */
+#include "lib/compiler.h"
 
-/* Whether anything is attached (to decide whether to read a clock). */
-static inline bool bhk_attached(const struct bulkhead *bh)
+/* Whether anything is attached (to decide whether to read a clock). A
+ * relaxed load, pairing with nothing: a sink seen here is used only after
+ * bhk_emit_slow's seq_cst reload of the same pointer. */
+static inline bool bhk_attached(const bulkhead_t *bh)
 {
-	return atomic_load_explicit(&((struct bulkhead *)bh)->sink, memory_order_relaxed) != NULL;
+	_Atomic(struct bhk_sink *) *sink =
+		(_Atomic(struct bhk_sink *) *)((char *)(bulkhead_t *)bh + BHI_SINK_OFFSET);
+
+	return atomic_load_explicit(sink, memory_order_relaxed) != NULL;
 }
 
-/* The calling thread's slot, or the shared one. */
-static inline _Atomic uint32_t *bhk_busy_word(struct bulkhead *bh)
-{
-	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
-
-	return &bh->slots[t - 1u < bh->nslots ? t - 1u : bh->nslots].in_sink;
-}
-
-static BHI_COLD __attribute__((unused)) void bhk_emit_slow(struct bulkhead *bh, unsigned src,
-							 uint64_t ns, int outcome)
-{
-	_Atomic uint32_t *busy = bhk_busy_word(bh);
-	struct bhk_sink *k;
-
-	atomic_fetch_add_explicit(busy, 1, memory_order_seq_cst);
-	k = atomic_load_explicit(&bh->sink, memory_order_seq_cst);
-	if (k && (k->sources & src))
-		k->fn(k, ns, outcome);
-	/* release: our last use of k happens before detach's load sees 0 */
-	atomic_fetch_sub_explicit(busy, 1, memory_order_release);
-}
+/* Hand ns to the sink, if one is attached and wants src (the protocol
+ * above). */
+BHI_COLD void bhk_emit_slow(bulkhead_t *bh, unsigned src, uint64_t ns, int outcome);
 
 /* One automatic sample of ns from source src. */
-static inline void bhk_emit(struct bulkhead *bh, unsigned src, uint64_t ns, int outcome)
+static inline void bhk_emit(bulkhead_t *bh, unsigned src, uint64_t ns, int outcome)
 {
 	if (BHI_UNLIKELY(bhk_attached(bh)))
 		bhk_emit_slow(bh, src, ns, outcome);

@@ -311,7 +311,7 @@ int bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 
 	if (!p || !out)
 		return -EINVAL;
-	refused_busy = bhi_counter(p->adm, BHI_REJECTED);
+	refused_busy = bhi_rejected(p->adm);
 	memset(out, 0, sizeof(*out));
 	pool_lock(p);
 	out->alive = p->alive;

@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "bulkhead/pool.h"
-#include "core/internal.h"
-#include "core/sample_hook.h"
+#include "core/layer.h"       /* the admission bulkhead: bhi_try_take, ... */
+#include "core/sample_hook.h" /* bhk_attached, bhk_emit: run times to a sink */
 #include "lib/compiler.h"
 #include "lib/futex.h"
 #include "lib/list.h"

@@ -22,7 +22,7 @@
  * new limit bounds what runs. */
 BHI_COLD void bhp_cache_fit_locked(struct bh_pool *p)
 {
-	int64_t over = -w_avail(atomic_load_explicit(&p->adm->word, memory_order_relaxed));
+	int64_t over = bhi_over_limit(p->adm);
 	uint32_t n;
 
 	if (over <= 0 || !p->cached)
@@ -69,7 +69,7 @@ static int permit_fast(struct bh_pool *p)
  * without the lock in the admission bulkhead's per-thread slots. */
 static int reject_full(struct bh_pool *p)
 {
-	bhi_count(p->adm, BHI_REJECTED);
+	bhi_count_rejected(p->adm);
 	return -EBUSY;
 }
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/layer.h" /* bhi_tindex */
+#include "core/sample_hook.h"
 #include "seg.h"
 #include "shm/dispatch.h"
 
@@ -448,8 +449,8 @@ static BHI_COLD void hold_ended(bulkhead_t *bh, struct bhs_att *a, uint32_t n)
 {
 	uint64_t ns;
 
-	if (bhs_hold_end(a, n, &ns) && BHI_UNLIKELY(bhi_sink_attached(bh)))
-		bhi_emit_hold_slow(bh, ns);
+	if (bhs_hold_end(a, n, &ns))
+		bhk_emit(bh, BHK_HOLD, ns, BHK_OK);
 }
 
 int bhs_release(bulkhead_t *bh, uint32_t n)
