@@ -60,7 +60,7 @@ static void drop_queue_locked(struct bh_pool *p, struct bhp_tasks *plain, uint32
 		}
 		wake = task_drop_queued_locked(p, t);
 		if (wake)
-			bhi_sync_wake(p->sync, wake, false);
+			bhi_sync_wake(p->ops->sync, wake, false);
 	}
 }
 
@@ -112,7 +112,7 @@ static int drain(struct bh_pool *p, uint64_t deadline)
 			return 0;
 		if (left && expired)
 			return (int)left;
-		expired = bhi_sync_wait(p->sync, BHI_WAIT_DRAIN, &p->exits, seq,
+		expired = bhi_sync_wait(p->ops->sync, BHI_WAIT_DRAIN, &p->exits, seq,
 				       left ? deadline : BH_FOREVER) == -ETIMEDOUT;
 	}
 }
@@ -244,7 +244,6 @@ static void configure(struct bh_pool *p, const struct bh_pool_config *cfg,
 		      const struct bhp_ops *ops)
 {
 	p->ops = ops;
-	p->sync = ops->sync;
 	p->core = cfg->core_threads;
 	p->max = cfg->max_threads;
 	p->cap = cfg->queue_capacity;

@@ -112,7 +112,6 @@ struct bh_pool {
 	/* Read-mostly. */
 	bulkhead_t *adm; /* admission: max_threads + queue_capacity permits */
 	const struct bhp_ops *ops;
-	const struct bhi_sync_ops *sync; /* ops->sync, one load nearer */
 	uint32_t core, max, cap;
 	enum bh_pool_policy policy;
 	uint64_t keep_alive_ns;
@@ -175,7 +174,7 @@ static inline void pool_point(const struct bh_pool *p, enum bhp_point where, str
 
 static inline uint64_t pool_now(const struct bh_pool *p)
 {
-	return bhi_sync_now(p->sync);
+	return bhi_sync_now(p->ops->sync);
 }
 
 static inline uint64_t deadline_after(uint64_t now, uint64_t ns)

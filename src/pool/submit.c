@@ -129,7 +129,7 @@ static int admit_task(struct bh_pool *p, struct bh_task *t)
 	}
 	pool_unlock(p);
 	if (wake)
-		bhi_sync_wake(p->sync, &wake->park, false);
+		bhi_sync_wake(p->ops->sync, &wake->park, false);
 	return r;
 }
 
@@ -204,7 +204,7 @@ static int swap_oldest(struct bh_pool *p, struct bh_task *t)
 	policy_takes_locked(p);
 	pool_unlock(p);
 	if (wake)
-		bhi_sync_wake(p->sync, wake, false);
+		bhi_sync_wake(p->ops->sync, wake, false);
 	if (plain && old->done)
 		old->done(old, -ECANCELED);
 	return 0;

@@ -128,7 +128,7 @@ static inline void task_report(struct bh_pool *p, struct bh_task *t, const struc
 		if (r->done)
 			r->done(t, -ETIMEDOUT);
 	} else if (r->flags & TF_SLEEPING) {
-		bhi_sync_wake(p->sync, task_word(t), false);
+		bhi_sync_wake(p->ops->sync, task_word(t), false);
 	}
 }
 
@@ -240,7 +240,7 @@ static inline int task_await(struct bh_pool *p, struct bh_task *t, uint64_t dead
 		}
 		/* EINTR, EAGAIN and spurious wakeups re-check the word; the
 		 * deadline is absolute, so retrying never extends it. */
-		if (bhi_sync_wait(p->sync, BHI_WAIT_CALL, st, s, deadline) == -ETIMEDOUT)
+		if (bhi_sync_wait(p->ops->sync, BHI_WAIT_CALL, st, s, deadline) == -ETIMEDOUT)
 			return task_give_up(p, t);
 	}
 }

@@ -75,7 +75,7 @@ void bhp_dismiss_idle_locked(struct bh_pool *p)
 
 		leave_locked(p, w);
 		if (sleeps) /* rare: shutdown only */
-			bhi_sync_wake(p->sync, &w->park, false);
+			bhi_sync_wake(p->ops->sync, &w->park, false);
 	}
 }
 
@@ -184,7 +184,7 @@ static void signal_exit(struct bh_pool *p)
 	/* relaxed: the count only ends the drainer's futex wait; what it
 	 * then reads (alive) it reads under the lock, which orders it */
 	atomic_fetch_add_explicit(&p->exits, 1, memory_order_relaxed);
-	bhi_sync_wake(p->sync, &p->exits, true);
+	bhi_sync_wake(p->ops->sync, &p->exits, true);
 }
 
 /* ---- polling -------------------------------------------------------------- */
@@ -319,7 +319,7 @@ static struct bh_task *park(struct bh_pool *p, struct bhp_worker *w)
 		if (!slept_at && (p->spin_ns || w->above_core))
 			slept_at = pool_now(p);
 		/* acquire after a timeout: pairs with hand_off()'s exchange */
-		r = bhi_sync_wait(p->sync, BHI_WAIT_PARK, &w->park, P_SLEEP,
+		r = bhi_sync_wait(p->ops->sync, BHI_WAIT_PARK, &w->park, P_SLEEP,
 				  keep_until(p, w, slept_at));
 		if (r == -ETIMEDOUT &&
 		    atomic_load_explicit(&w->park, memory_order_acquire) != P_GO &&
