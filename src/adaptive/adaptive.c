@@ -339,6 +339,8 @@ static BHI_COLD void try_close(bh_adaptive_t *a)
 
 void bha_become_closer(bh_adaptive_t *a)
 {
+	/* acquire: pairs with the previous closer's release store of closing
+	 * (try_close(), bha_flush()), so we see everything it wrote */
 	while (atomic_exchange_explicit(&a->closing, 1, memory_order_acquire))
 		sched_yield();
 }
@@ -347,6 +349,8 @@ void bha_flush(bh_adaptive_t *a)
 {
 	bha_become_closer(a);
 	close_window(a, a->clock(a->clock_ctx));
+	/* release: pairs with the next closer's acquire exchange of closing
+	 * (try_close(), bha_become_closer()) */
 	atomic_store_explicit(&a->closing, 0, memory_order_release);
 }
 
@@ -546,7 +550,8 @@ int bh_adaptive_stats(const bh_adaptive_t *a, struct bh_adaptive_stats *out)
 		out->changes = atomic_load_explicit(&m->s_changes, memory_order_relaxed);
 		out->windowed = atomic_load_explicit(&m->s_windowed, memory_order_relaxed);
 		out->probes = atomic_load_explicit(&m->s_probes, memory_order_relaxed);
-		/* acquire fence: the loads above happen before the re-check */
+		/* acquire fence: the loads above happen before the re-check;
+		 * pairs with publish()'s release fence after the odd seq */
 		atomic_thread_fence(memory_order_acquire);
 		s2 = atomic_load_explicit(&m->seq, memory_order_relaxed);
 	} while (s1 != s2);
@@ -566,6 +571,7 @@ int bh_adaptive_history(const bh_adaptive_t *a, struct bh_adaptive_change *out, 
 	if (!a || (!out && max))
 		return -EINVAL;
 	do {
+		/* acquire: pairs with publish()'s final release store of seq */
 		while ((s1 = atomic_load_explicit(&m->seq, memory_order_acquire)) & 1)
 			sched_yield();
 		n = atomic_load_explicit(&m->s_changes, memory_order_relaxed);
@@ -579,6 +585,8 @@ int bh_adaptive_history(const bh_adaptive_t *a, struct bh_adaptive_change *out, 
 			out[k].limit = atomic_load_explicit(&m->h_limit[i], memory_order_relaxed);
 			out[k].reason = atomic_load_explicit(&m->h_reason[i], memory_order_relaxed);
 		}
+		/* acquire fence: as in bh_adaptive_stats(), pairs with
+		 * publish()'s release fence after the odd seq */
 		atomic_thread_fence(memory_order_acquire);
 		s2 = atomic_load_explicit(&m->seq, memory_order_relaxed);
 	} while (s1 != s2);

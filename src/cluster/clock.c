@@ -41,6 +41,7 @@ uint64_t bhc_clk(void)
 	uint64_t t = bhc_mono();
 	long double d;
 
+	/* acquire: pairs with bhc_test_clock()'s release store, so the skew is visible */
 	if (!atomic_load_explicit(&skew.active, memory_order_acquire))
 		return t;
 	d = (long double)(t - skew.ref) * (1e6L + skew.ppm) / 1e6L;
@@ -52,6 +53,7 @@ uint64_t bhc_real(uint64_t t)
 {
 	long double d;
 
+	/* acquire: pairs with bhc_test_clock()'s release store, as in bhc_clk() */
 	if (!atomic_load_explicit(&skew.active, memory_order_acquire))
 		return t;
 	d = ((long double)t - SKEW_BASE - skew.offset - skew.ref) * 1e6L / (1e6L + skew.ppm);

@@ -205,6 +205,9 @@ int bhk_attach(bulkhead_t *bh, struct bhk_sink *k)
  * sample_hook.h). */
 void bhk_detach(bulkhead_t *bh)
 {
+	/* seq_cst, store and loads: one single order with bhk_emit_slow()'s
+	 * seq_cst increment of its slot and reload of sink; the load that
+	 * sees 0 also pairs with bhk_emit_slow()'s release decrement */
 	atomic_store_explicit(&bh->sink, NULL, memory_order_seq_cst);
 	for (uint32_t i = 0; i <= bh->nslots; i++)
 		while (atomic_load_explicit(&bh->slots[i].in_sink, memory_order_seq_cst))

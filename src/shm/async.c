@@ -83,6 +83,8 @@ static void deliver(struct bhs_att *a, uint32_t i, struct bh_async *node, uint32
 	 * which bh_cancel_async reads; the callback may free the node. */
 	node->fn(node, result_of(st));
 	pthread_mutex_lock(&a->mu);
+	/* release: the callback's effects before the NULL; pairs with
+	 * bhs_cancel_async()'s acquire loads of anode[i] */
 	atomic_store_explicit(&a->anode[i], NULL, memory_order_release);
 	pthread_cond_broadcast(&a->delivered);
 	pthread_mutex_unlock(&a->mu);
@@ -155,6 +157,8 @@ void bhs_agent_stop(struct bhs_att *a)
 	a->agent_on = false;
 	pthread_mutex_unlock(&a->mu);
 	atomic_store_explicit(&a->agent_stop, true, memory_order_release);
+	/* release: agent_stop before the increment; pairs with agent_main()'s
+	 * acquire load of the word, so an agent woken by it sees agent_stop */
 	atomic_fetch_add_explicit(&a->proc->agent, 1, memory_order_release);
 	bhi_futex_wake(&a->proc->agent, INT_MAX, BHI_FUTEX_SHARED);
 	pthread_join(a->agent, NULL);
@@ -256,6 +260,8 @@ int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 	i = qi - a->nslots;
 	q = qnode_at(a, qi);
 	bhs_lock(a);
+	/* acquire: pairs with bhs_notify_locked()'s release store of the state,
+	 * as in deliver_all() */
 	st = atomic_load_explicit(&q->state, memory_order_acquire);
 	if (st == QS_WAITING &&
 	    atomic_load_explicit(&a->anode[i], memory_order_relaxed) == node) {
@@ -272,12 +278,14 @@ int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 		return 1;
 	}
 	bhs_unlock(a);
+	/* acquire: pairs with queue_async()'s release store of anode[i] */
 	if (agent_self == a && st >= QS_GRANTED && st <= QS_INVALID &&
 	    atomic_load_explicit(&a->anode[i], memory_order_acquire) == node) {
 		deliver(a, i, node, st);
 		return 0;
 	}
 	pthread_mutex_lock(&a->mu);
+	/* acquire: pairs with deliver()'s release store of NULL: the callback has run */
 	while (a->agent_on && atomic_load_explicit(&a->anode[i], memory_order_acquire) == node)
 		pthread_cond_wait(&a->delivered, &a->mu);
 	pthread_mutex_unlock(&a->mu);

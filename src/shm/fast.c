@@ -217,6 +217,8 @@ static inline bool xfer_running(struct bhs_att *a)
 	if (BHI_LIKELY(!x))
 		return false;
 	if (x == XFER_FENCED) {
+		/* pairs with membarrier_all()'s fence: either we see XFER_RUNNING
+		 * or the transferer's wait_closed() sees our PEND mark */
 		atomic_thread_fence(memory_order_seq_cst);
 		x = atomic_load_explicit(&a->xfer, memory_order_acquire) & ~XFER_FENCED;
 	}
@@ -293,6 +295,8 @@ static void membarrier_all(struct bhs_att *a)
 	int saved = errno;
 
 	if (atomic_load_explicit(&a->xfer, memory_order_relaxed) & XFER_FENCED)
+		/* pairs with xfer_running()'s fence: either a window sees
+		 * XFER_RUNNING or our wait_closed() sees its PEND mark */
 		atomic_thread_fence(memory_order_seq_cst);
 	else
 		syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);

@@ -89,7 +89,8 @@ static bool lock_slow(struct bhs_att *a)
 	for (;;) {
 		v = atomic_load_explicit(word, memory_order_relaxed);
 		if (v == 0) {
-			/* Take it marked contended: others may still sleep. */
+			/* Take it marked contended: others may still sleep.
+			 * acquire: pairs with bhs_unlock()'s release exchange. */
 			if (atomic_compare_exchange_strong_explicit(word, &v, a->lockval | LOCK_WAITERS,
 								    memory_order_acquire,
 								    memory_order_relaxed))
@@ -134,6 +135,7 @@ void bhs_lock(struct bhs_att *a)
 
 void bhs_unlock(struct bhs_att *a)
 {
+	/* release: pairs with the next holder's acquire CAS in bhs_lock() or lock_slow() */
 	uint32_t v = atomic_exchange_explicit(&a->seg->lock, 0, memory_order_release);
 
 	if (v & LOCK_WAITERS)

@@ -80,6 +80,8 @@ static bool have_membarrier(void)
 {
 	static _Atomic int state; /* 0 unknown, 1 yes, 2 no */
 	static _Atomic pid_t for_pid;
+	/* acquire: pairs with the release store of state below, so for_pid is
+	 * the one stored with it */
 	int s = atomic_load_explicit(&state, memory_order_acquire), saved = errno;
 	long q;
 
@@ -94,6 +96,7 @@ static bool have_membarrier(void)
 		    : 2;
 	errno = saved;
 	atomic_store_explicit(&for_pid, getpid(), memory_order_relaxed);
+	/* release: for_pid before state; pairs with the acquire load above */
 	atomic_store_explicit(&state, s, memory_order_release);
 	return s == 1;
 }
@@ -217,6 +220,8 @@ static bool claim_shared(struct bhs_att *a, uint32_t i)
 		struct bhs_slot *s = slot_at(a, k);
 		uint32_t free = 0;
 
+		/* acquire: pairs with free_slot()'s release store of the owner
+		 * (reclaim.c), as in take_slot() */
 		if (atomic_compare_exchange_strong_explicit(&s->owner, &free, i + 1u,
 							    memory_order_acquire,
 							    memory_order_relaxed))
@@ -249,6 +254,8 @@ int bhs_register(struct bhs_att *a)
 	a->lockval = ((uint32_t)i + 1u) |
 		     ((atomic_load_explicit(&p->gen, memory_order_relaxed) & 0x7fffu) << 16);
 	if (!claim_shared(a, (uint32_t)i)) {
+		/* release: pairs with the next claim_proc()'s acquire CAS, as
+		 * bhs_free_proc_locked()'s store does */
 		atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
 		set_lock(a->fd, (uint32_t)i, F_UNLCK);
 		r = -ENOSPC;
@@ -506,6 +513,8 @@ void bhs_set_poll_ns(bulkhead_t *bh, uint64_t ns)
 	att_of(bh)->poll_ns = ns;
 }
 
+/* acquire: pairs with the acq_rel CAS that last changed the word
+ * (cas_sword()), as the core's bhi_word() does. */
 uint64_t bhs_word(const bulkhead_t *bh)
 {
 	return atomic_load_explicit(&att_of(bh)->seg->word, memory_order_acquire);

@@ -224,6 +224,8 @@ static void prewake_head(struct bhs_att *a)
 	if (h == BHS_NONE || !atomic_load_explicit(&a->seg->short_holds, memory_order_relaxed))
 		return;
 	q = qnode_at(a, h);
+	/* acq_rel: pairs with the owner's acq_rel CAS to SLEEPING in
+	 * wait_loop(), like bhs_notify_locked()'s exchange; it publishes no permits. */
 	if (atomic_load_explicit(&q->kind, memory_order_relaxed) == QK_SYNC &&
 	    atomic_compare_exchange_strong_explicit(&q->state, &expect, QS_WAITING,
 						    memory_order_acq_rel, memory_order_relaxed))
@@ -474,6 +476,8 @@ int bhs_close(bulkhead_t *bh)
 	if (!a->proc && bhs_register(a) < 0)
 		return -ENOSPC;
 	bhs_lock(a);
+	/* acq_rel: a change of the word like cas_sword(); pairs with the
+	 * acquire of every later CAS or load that sees W_CLOSED. */
 	old = atomic_fetch_or_explicit(&a->seg->word, W_CLOSED, memory_order_acq_rel);
 	if (!(old & W_CLOSED))
 		fail_waiters(a, 0, QS_SHUTDOWN);
@@ -506,6 +510,8 @@ int bhs_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 void bhs_gauges(const bulkhead_t *bh, uint64_t *limit, uint64_t *in_flight,
 		uint64_t *queued)
 {
+	/* acquire: pairs with the acq_rel CAS that last changed the word
+	 * (cas_sword()), as in the core's gauges_now() */
 	uint64_t w = atomic_load_explicit(&att_of(bh)->seg->word, memory_order_acquire);
 
 	*limit = w_limit(w);
@@ -522,6 +528,7 @@ void bhs_stats(const bulkhead_t *bh, struct bh_stats *out)
 
 	if (a->proc)
 		bhs_maybe_scan(a); /* the dead's permits are not in flight */
+	/* acquire: as in bhs_gauges() */
 	w = atomic_load_explicit(&g->word, memory_order_acquire);
 	for (uint32_t i = 0; i < a->nslots; i++)
 		for (int c = 0; c < BHI_NCOUNTERS; c++)

@@ -70,6 +70,8 @@ uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open)
 	for (uint32_t i = 0; i < nqnodes(a); i++) {
 		struct bhs_qnode *q = qnode_at(a, i);
 
+		/* acquire: pairs with bhs_notify_locked()'s release of the
+		 * state, as the owner's own load does */
 		if (owner_of(a, &q->owner) == pidx &&
 		    atomic_load_explicit(&q->state, memory_order_acquire) == QS_GRANTED)
 			held += atomic_load_explicit(&q->n, memory_order_relaxed);
@@ -115,6 +117,8 @@ void bhs_free_proc_locked(struct bhs_att *a, uint32_t pidx)
 	atomic_store_explicit(&p->pid, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->shared, 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
+	/* release: the clearing above before PS_FREE; pairs with
+	 * claim_proc()'s acquire CAS, so the next owner starts from it */
 	atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
 }
 
@@ -129,6 +133,8 @@ static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held)
 		    queued_state(atomic_load_explicit(&q->state, memory_order_relaxed)))
 			bhs_unqueue_locked(a, i);
 	}
+	/* acq_rel: gives the permits back like any change of the word
+	 * (cas_sword()); pairs with the next taker's acquire */
 	atomic_fetch_add_explicit(&a->seg->word, held, memory_order_acq_rel);
 	bhs_free_proc_locked(a, pidx);
 	bhs_dispatch_locked(a);
@@ -257,6 +263,7 @@ static void census_nodes(struct bhs_att *a, struct census *c)
 	for (uint32_t i = 0; i < nqnodes(a); i++) {
 		struct bhs_qnode *q = qnode_at(a, i);
 		uint32_t o = owner_of(a, &q->owner);
+		/* acquire: pairs with bhs_notify_locked()'s release of the state */
 		uint32_t st = atomic_load_explicit(&q->state, memory_order_acquire);
 
 		atomic_store_explicit(&q->linked, 0, memory_order_relaxed);
@@ -278,6 +285,8 @@ static void census_nodes(struct bhs_att *a, struct census *c)
 		atomic_store_explicit(&q->next, k + 1 < n ? a->order[k + 1] + 1 : 0,
 				      memory_order_relaxed);
 		atomic_store_explicit(&q->linked, 1, memory_order_relaxed);
+		/* acq_rel: like prewake_head()'s CAS, pairs with the owner's
+		 * acquire load of the state in wait_loop(); it publishes no permits */
 		if (atomic_compare_exchange_strong_explicit(&q->state, &expect, QS_WAITING,
 							    memory_order_acq_rel,
 							    memory_order_relaxed))
@@ -349,7 +358,9 @@ static bool rebuild(struct bhs_att *a, bool must)
 	find_live(a, &c);
 	BHS_POINT(BP_CENSUS);
 	if (!windows_closed(a, &c, must)) {
-		/* Nothing CASes a frozen word and we hold the lock: w is exact. */
+		/* Nothing CASes a frozen word and we hold the lock: w is exact.
+		 * release (seq_cst): the thaw, as at the end; fast paths acquire
+		 * it with their CAS (cas_sword()). */
 		atomic_store_explicit(&g->word, w & ~S_FROZEN, memory_order_seq_cst);
 		atomic_fetch_add_explicit(&g->rebuild_waits, 1, memory_order_relaxed);
 		return false;
@@ -357,6 +368,8 @@ static bool rebuild(struct bhs_att *a, bool must)
 	for (uint32_t i = 0; i < a->nslots; i++) {
 		struct bhs_slot *s = slot_at(a, i);
 
+		/* seq_cst, as in windows_closed(): after the freeze; acquire:
+		 * pairs with win_close()'s release */
 		if (is_live(&c, owner_of(a, &s->owner)))
 			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_seq_cst));
 	}

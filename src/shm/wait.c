@@ -118,6 +118,8 @@ static int leave(struct waiter *wt)
 	uint32_t st;
 
 	bhs_lock(a);
+	/* acquire: pairs with bhs_notify_locked()'s exchange, as in wait_loop():
+	 * a grant that beat us comes with its permits' history */
 	st = atomic_load_explicit(&q->state, memory_order_acquire);
 	if (!state_final(st)) {
 		bhs_unqueue_locked(a, wt->qi);
@@ -143,8 +145,11 @@ static void on_cancel(void *arg)
 	uint32_t st;
 
 	bhs_lock(a);
+	/* acquire: pairs with bhs_notify_locked()'s exchange, as in leave() */
 	st = atomic_load_explicit(&q->state, memory_order_acquire);
 	if (st == QS_GRANTED) {
+		/* acq_rel: gives the grant back like any change of the word
+		 * (cas_sword()); pairs with the next taker's acquire */
 		atomic_fetch_add_explicit(&a->seg->word, atomic_load_explicit(&q->n,
 									      memory_order_relaxed),
 					  memory_order_acq_rel);
@@ -192,6 +197,9 @@ static int wait_loop(struct waiter *wt, uint64_t deadline)
 			uint32_t expect = QS_WAITING;
 
 			spin(a, q);
+			/* acq_rel, and acquire on failure: pairs with
+			 * bhs_notify_locked()'s exchange (a failure reads the
+			 * state it published) and with prewake_head()'s CAS. */
 			if (!atomic_compare_exchange_strong_explicit(&q->state, &expect, QS_SLEEPING,
 								     memory_order_acq_rel,
 								     memory_order_acquire))
