@@ -401,7 +401,7 @@ inline dispatch()
 
 /* ---- taking permits ----------------------------------------------------- */
 
-/* take_fast(): the newcomer's CAS; the hint is only a guess and is left out */
+/* take_fast(): the newcomer's load and CAS (take_word() in src/core/word.c) */
 inline take_fast(n)
 {
 	d_step {

@@ -38,11 +38,6 @@ struct bhi_queue_obs {
  * plain load+store counts without a locked instruction. */
 struct bhi_slot {
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
-	/* This thread's last view of the word: the fast path's CAS guesses
-	 * it instead of loading the word first (a load of the line right
-	 * before a locked RMW on it costs ~3 ns on x86). Only a CAS that
-	 * succeeds, or a real load, ever decides anything. */
-	_Atomic uint64_t hint;
 	/* BH_TRACK_HOLD: permits this thread holds, and since when it went
 	 * from holding none (0: no clean pair to measure). Owner-only; gen
 	 * tells a recycled slot's new owner to start afresh. */

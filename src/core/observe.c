@@ -103,6 +103,8 @@ static struct bhi_slot *hold_slot(struct bulkhead *bh)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
 
+	if (!s && !bhi_tindex && bhi_tindex_assign() != UINT32_MAX)
+		s = bhi_my_slot(bh); /* a new thread's first call */
 	if (s && s->hold_gen != bhi_tgen) {
 		s->held = 0;
 		s->hold_start = 0;

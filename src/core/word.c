@@ -62,88 +62,147 @@ static BHI_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
 	return r;
 }
 
-/* The thread's guess of the word (see struct bhi_slot), or the word. */
-static inline uint64_t first_look(struct bulkhead *bh, struct bhi_slot *s)
+/* The flags that add work to a take or a give. */
+#define BHI_RARE_FLAGS (BHI_GATED | BH_NO_STATS | BH_TRACK_HOLD)
+
+/* The common case: this thread has a slot and the bulkhead none of the rare
+ * flags. Every entry point tests this once and sends the rest, whole and
+ * as a tail call, to a copy of the same code that handles everything; so
+ * nothing on the common path lives across a call, it saves no register,
+ * and it tests no flag after its CAS. */
+static inline struct bhi_slot *plain_slot(struct bulkhead *bh)
 {
-	return s ? atomic_load_explicit(&s->hint, memory_order_relaxed) : load_word(bh);
+	struct bhi_slot *s = bhi_my_slot(bh);
+
+	return BHI_LIKELY(s != NULL && !(bh->flags & BHI_RARE_FLAGS)) ? s : NULL;
 }
 
-/* After a take or a give: the thread's guess of the word and its counter.
- * flags is bh->flags, read once by the caller (the stores here could alias
- * it, and a second load would stand on the fast path). */
-static inline __attribute__((always_inline)) void remember(struct bulkhead *bh,
-							    struct bhi_slot *s, uint32_t flags,
-							    uint64_t w, enum bhi_counter c)
+/* BH_NO_STATS and none of the other rare flags: nothing to count, so no
+ * slot to find. Its own copy of the fast path, as a tail call from the
+ * entry points. */
+static inline bool quiet(uint32_t flags)
 {
-	if (BHI_LIKELY(s != NULL)) {
-		atomic_store_explicit(&s->hint, w, memory_order_relaxed);
-		if (BHI_LIKELY(!(flags & BH_NO_STATS)))
-			bhi_slot_add(&s->c[c]);
-	} else {
-		bhi_count(bh, c);
+	return (flags & BHI_RARE_FLAGS) == BH_NO_STATS;
+}
+
+/* After a take or a give: the thread's counter, and hold tracking. flags
+ * is bh->flags, read once by the caller (the counter's store could alias
+ * it); the common path passes 0. */
+static inline __attribute__((always_inline)) void tally(struct bulkhead *bh,
+							 struct bhi_slot *s, uint32_t flags,
+							 enum bhi_counter c, uint32_t n)
+{
+	if (flags & BH_NO_STATS)
+		; /* nothing to count */
+	else if (BHI_LIKELY(s != NULL))
+		bhi_slot_add(&s->c[c]);
+	else
+		bhi_count_slow(bh, c); /* gives a new thread its index */
+	if (BHI_UNLIKELY(flags & BH_TRACK_HOLD)) {
+		if (c == BHI_ACQUIRED)
+			bhi_hold_begin(bh, n);
+		else
+			bhi_hold_end(bh, n);
 	}
 }
 
-/* The fast path: one CAS when the permits are free. A guess that says "no"
- * is checked against the real word before anyone is refused. Inlined into
- * every entry point: a call here costs the uncontended pair a few percent. */
-static inline __attribute__((always_inline)) bool take_word(struct bulkhead *bh, uint32_t n)
+/* The fast path: one load and one CAS when the permits are free. Inlined
+ * into every entry point: a call here costs the uncontended pair a few
+ * percent. The word is loaded, not guessed: a per-thread guess of it saved
+ * the load but put a chain of dependent loads (the thread's index, then
+ * its slot) before the CAS, which cost more than the load (docs/design.md,
+ * "The fast path"). */
+static inline __attribute__((always_inline)) bool take_word(struct bulkhead *bh,
+							     struct bhi_slot *s, uint32_t flags,
+							     uint32_t n)
 {
-	struct bhi_slot *s = bhi_my_slot(bh);
-	uint32_t flags = bh->flags;
 	uint64_t w;
 
 	if (BHI_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
 		return bhs_take_fast(bh, n);
-	w = first_look(bh, s);
-	if (BHI_UNLIKELY(!may_take(w, n))) {
-		w = load_word(bh);
-		if (!may_take(w, n))
+	w = load_word(bh);
+	do {
+		if (BHI_UNLIKELY(!may_take(w, n)))
 			return false;
-	}
-	for (;;) {
-		if (BHI_LIKELY(cas_word(bh, &w, w - n))) {
-			remember(bh, s, flags, w - n, BHI_ACQUIRED);
-			if (BHI_UNLIKELY(flags & BH_TRACK_HOLD))
-				bhi_hold_begin(bh, n);
-			return true;
-		}
-		if (!may_take(w, n)) /* a failed CAS hands back the real word */
-			return false;
-	}
+	} while (BHI_UNLIKELY(!cas_word(bh, &w, w - n))); /* a failed CAS hands back the word */
+	tally(bh, s, flags, BHI_ACQUIRED, n);
+	return true;
 }
 
-/* A gated bulkhead reads the clock first; out of line, so that the plain
- * fast path keeps its registers and pays one flag test. */
-static __attribute__((noinline)) bool take_gated(struct bulkhead *bh, uint32_t n)
+/* The common path's take (plain_slot() gave s). */
+static inline __attribute__((always_inline)) bool take_plain(struct bulkhead *bh,
+							      struct bhi_slot *s, uint32_t n)
 {
-	return !gate_reached(bh) && take_word(bh, n);
+	return BHI_LIKELY(n_valid(n)) && take_word(bh, s, 0, n);
 }
 
-static inline __attribute__((always_inline)) bool take_fast(struct bulkhead *bh, uint32_t n)
+/* Everything else: no slot, a host-wide handle, a gated bulkhead (it reads
+ * the clock first), or counters and hold tracking to keep. */
+static __attribute__((noinline)) bool take_rare(struct bulkhead *bh, uint32_t n)
 {
-	if (BHI_UNLIKELY(bh->flags & BHI_GATED))
-		return take_gated(bh, n);
-	return take_word(bh, n);
+	uint32_t flags = bh->flags;
+
+	if (quiet(flags))
+		return n_valid(n) && take_word(bh, NULL, BH_NO_STATS, n);
+	if (!n_valid(n) || (flags & BHI_GATED && gate_reached(bh)))
+		return false;
+	return take_word(bh, bhi_my_slot(bh), flags, n);
+}
+
+static __attribute__((noinline)) int try_rare(struct bulkhead *bh, uint32_t n)
+{
+	return take_rare(bh, n) ? 0 : refuse(bh, load_word(bh), n);
+}
+
+static __attribute__((noinline)) int try_quiet(struct bulkhead *bh, uint32_t n)
+{
+	if (BHI_LIKELY(n_valid(n)) && take_word(bh, NULL, BH_NO_STATS, n))
+		return 0;
+	return refuse(bh, load_word(bh), n);
 }
 
 int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 {
-	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
+	struct bhi_slot *s = plain_slot(bh);
+
+	if (BHI_UNLIKELY(!s))
+		return quiet(bh->flags) ? try_quiet(bh, n) : try_rare(bh, n);
+	if (take_plain(bh, s, n))
 		return 0;
 	return refuse(bh, load_word(bh), n);
 }
 
 int bhi_try_take(bulkhead_t *bh, uint32_t n)
 {
-	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
+	struct bhi_slot *s = plain_slot(bh);
+
+	if (s ? take_plain(bh, s, n) : take_rare(bh, n))
 		return 0;
 	return refusal(load_word(bh), n);
 }
 
+static __attribute__((noinline)) int acquire_rare(struct bulkhead *bh, uint32_t n,
+						  uint64_t deadline_ns)
+{
+	return take_rare(bh, n) ? 0 : bhi_acquire_slow(bh, n, deadline_ns);
+}
+
+static __attribute__((noinline)) int acquire_quiet(struct bulkhead *bh, uint32_t n,
+						   uint64_t deadline_ns)
+{
+	if (BHI_LIKELY(n_valid(n)) && take_word(bh, NULL, BH_NO_STATS, n))
+		return 0;
+	return bhi_acquire_slow(bh, n, deadline_ns);
+}
+
 int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
-	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
+	struct bhi_slot *s = plain_slot(bh);
+
+	if (BHI_UNLIKELY(!s))
+		return quiet(bh->flags) ? acquire_quiet(bh, n, deadline_ns)
+					: acquire_rare(bh, n, deadline_ns);
+	if (take_plain(bh, s, n))
 		return 0;
 	return bhi_acquire_slow(bh, n, deadline_ns);
 }
@@ -151,12 +210,15 @@ int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async_fn *fn,
 		     void *data)
 {
+	struct bhi_slot *s;
+
 	if (!bh || !node || !fn)
 		return -EINVAL;
 	node->link.kind = KIND_NONE;
 	node->fn = fn;
 	node->data = data;
-	if (BHI_LIKELY(n_valid(n)) && take_fast(bh, n))
+	s = plain_slot(bh);
+	if (s ? take_plain(bh, s, n) : take_rare(bh, n))
 		return 0;
 	return bhi_acquire_async_slow(bh, node, n);
 }
@@ -172,25 +234,41 @@ static inline bool release_fast_ok(uint64_t w, uint32_t n)
 	return !release_needs_lock(w) && release_fits(w, n);
 }
 
-int bh_release(bulkhead_t *bh, uint32_t n)
+/* The give, for the common path (flags 0, s given) and the rest. */
+static inline __attribute__((always_inline)) int give_word(struct bulkhead *bh,
+							    struct bhi_slot *s, uint32_t flags,
+							    uint32_t n)
 {
-	struct bhi_slot *s = bhi_my_slot(bh);
-	uint32_t flags = bh->flags;
 	uint64_t w;
 
 	if (BHI_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
 		return bhs_release(bh, n);
 	if (BHI_UNLIKELY(!n_valid(n)))
 		return -EINVAL;
-	w = first_look(bh, s);
-	if (BHI_UNLIKELY(!release_fast_ok(w, n)))
-		w = load_word(bh); /* the guess may be stale: only the word refuses */
+	w = load_word(bh);
 	do {
 		if (BHI_UNLIKELY(!release_fast_ok(w, n)))
 			return release_needs_lock(w) ? bhi_release_slow(bh, n) : bhi_over_release(bh);
-	} while (BHI_UNLIKELY(!cas_word(bh, &w, w + n))); /* a failed CAS hands back the real word */
-	remember(bh, s, flags, w + n, BHI_RELEASED);
-	if (BHI_UNLIKELY(flags & BH_TRACK_HOLD))
-		bhi_hold_end(bh, n);
+	} while (BHI_UNLIKELY(!cas_word(bh, &w, w + n))); /* a failed CAS hands back the word */
+	tally(bh, s, flags, BHI_RELEASED, n);
 	return 0;
+}
+
+static __attribute__((noinline)) int release_rare(struct bulkhead *bh, uint32_t n)
+{
+	return give_word(bh, bhi_my_slot(bh), bh->flags, n);
+}
+
+static __attribute__((noinline)) int release_quiet(struct bulkhead *bh, uint32_t n)
+{
+	return give_word(bh, NULL, BH_NO_STATS, n);
+}
+
+int bh_release(bulkhead_t *bh, uint32_t n)
+{
+	struct bhi_slot *s = plain_slot(bh);
+
+	if (BHI_UNLIKELY(!s))
+		return quiet(bh->flags) ? release_quiet(bh, n) : release_rare(bh, n);
+	return give_word(bh, s, 0, n);
 }
