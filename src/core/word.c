@@ -69,7 +69,10 @@ static BHI_COLD int refuse(struct bulkhead *bh, uint64_t w, uint32_t n)
  * flags. Every entry point tests this once and sends the rest, whole and
  * as a tail call, to a copy of the same code that handles everything; so
  * nothing on the common path lives across a call, it saves no register,
- * and it tests no flag after its CAS. */
+ * and it tests no flag after its CAS. A host-wide handle has no slots: the
+ * entry points send it, also whole and as a tail call, to its layer's own
+ * fast path (src/shm/fast.c), before any copy here has pushed a register
+ * (a push is a store, and a locked RMW waits for every store before it). */
 static inline struct bhi_slot *plain_slot(struct bulkhead *bh)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
@@ -165,8 +168,9 @@ int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = plain_slot(bh);
 
-	if (BHI_UNLIKELY(!s))
-		return quiet(bh->flags) ? try_quiet(bh, n) : try_rare(bh, n);
+	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
+		return bh->ext ? bhs_try_acquire(bh, n)
+		       : quiet(bh->flags) ? try_quiet(bh, n) : try_rare(bh, n);
 	if (take_plain(bh, s, n))
 		return 0;
 	return refuse(bh, load_word(bh), n);
@@ -199,9 +203,10 @@ int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
 	struct bhi_slot *s = plain_slot(bh);
 
-	if (BHI_UNLIKELY(!s))
-		return quiet(bh->flags) ? acquire_quiet(bh, n, deadline_ns)
-					: acquire_rare(bh, n, deadline_ns);
+	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
+		return bh->ext ? bhs_acquire(bh, n, deadline_ns)
+		       : quiet(bh->flags) ? acquire_quiet(bh, n, deadline_ns)
+					  : acquire_rare(bh, n, deadline_ns);
 	if (take_plain(bh, s, n))
 		return 0;
 	return bhi_acquire_slow(bh, n, deadline_ns);
@@ -268,7 +273,8 @@ int bh_release(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = plain_slot(bh);
 
-	if (BHI_UNLIKELY(!s))
-		return quiet(bh->flags) ? release_quiet(bh, n) : release_rare(bh, n);
+	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
+		return bh->ext ? bhs_release(bh, n)
+		       : quiet(bh->flags) ? release_quiet(bh, n) : release_rare(bh, n);
 	return give_word(bh, s, 0, n);
 }

@@ -28,8 +28,6 @@
 #include "seg.h"
 #include "shm/dispatch.h"
 
-#define TMAP_SIZE 4096 /* thread indices (tindex.c) */
-
 /* A window that changes a ledger without a CAS on the word (a claim, a
  * transfer) has no failed CAS to tell it a recovery froze the word: it
  * checks the word itself, Dekker-style, seq_cst on both sides (the freeze
@@ -51,7 +49,7 @@ static inline struct bhs_slot *my_slot(const struct bhs_att *a)
 {
 	uint32_t i = bhi_tindex - 1u;
 
-	return BHI_LIKELY(i < TMAP_SIZE) ? a->tmap[i] : NULL;
+	return BHI_LIKELY(i < BHS_TMAP) ? a->tmap[i] : NULL;
 }
 
 /* Take a free slot for this process: lock-free, the owner word decides.
@@ -87,7 +85,7 @@ struct bhs_slot *bhs_slot_for(struct bhs_att *a, bool *shared)
 	*shared = false;
 	if (!a->proc && bhs_register(a) < 0)
 		return NULL;
-	if (t - 1u < TMAP_SIZE) {
+	if (t - 1u < BHS_TMAP) {
 		if ((s = a->tmap[t - 1u]) != NULL)
 			return s;
 		if ((s = take_slot(a)) != NULL) {
@@ -101,13 +99,24 @@ struct bhs_slot *bhs_slot_for(struct bhs_att *a, bool *shared)
 
 /* ---- counters and hold times ------------------------------------------------- */
 
-void bhs_slot_count(struct bhs_att *a, struct bhs_slot *s, enum bhi_counter c)
+static inline void slot_add(struct bhs_slot *s, enum bhi_counter c)
 {
 	/* Sole writer (the thread, or the lock holder for the shared slot). */
+	atomic_store_explicit(&s->c[c], atomic_load_explicit(&s->c[c], memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+void bhs_slot_count(struct bhs_att *a, struct bhs_slot *s, enum bhi_counter c)
+{
 	if (BHI_LIKELY(!(a->flags & BH_NO_STATS)))
-		atomic_store_explicit(&s->c[c],
-				      atomic_load_explicit(&s->c[c], memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+		slot_add(s, c);
+}
+
+/* Whether the fast halves below count: the entry points test BH_NO_STATS
+ * before they start (plain(), quiet()), so their copies need no look. */
+static inline bool counts(const struct bhs_att *a)
+{
+	return !(a->flags & BH_NO_STATS);
 }
 
 static struct bhs_hold *hold_slot(struct bhs_att *a)
@@ -115,7 +124,7 @@ static struct bhs_hold *hold_slot(struct bhs_att *a)
 	uint32_t i = bhi_tindex - 1u;
 	struct bhs_hold *h;
 
-	if (!a->hold || i >= TMAP_SIZE)
+	if (!a->hold || i >= BHS_TMAP)
 		return NULL;
 	h = &a->hold[i];
 	if (h->gen != bhi_tgen) {
@@ -175,22 +184,21 @@ void bhs_record_hold(bulkhead_t *bh, uint64_t ns)
  * load, decides. An acquire window needs no look at a->xfer: it only adds
  * to its ledger, and a transfer only writes the debit. */
 static inline __attribute__((always_inline)) bool take_on(struct bhs_att *a,
-							  struct bhs_slot *s, uint32_t n)
+							  struct bhs_slot *s, uint32_t n,
+							  bool count)
 {
 	_Atomic uint64_t *word = &a->seg->word;
-	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
 	uint64_t l = win_open(s);
+	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
 
-	if (!may_take(w, n))
-		w = atomic_load_explicit(word, memory_order_relaxed);
 	while (may_take(w, n)) {
 		/* acq_rel: see cas_sword */
 		if (atomic_compare_exchange_weak_explicit(word, &w, w - n, memory_order_acq_rel,
 							  memory_order_acquire)) {
 			BHS_POINT(BP_ACQ_CAS);
 			win_close(s, l + n);
-			atomic_store_explicit(&s->hint, w - n, memory_order_relaxed);
-			bhs_slot_count(a, s, BHI_ACQUIRED);
+			if (count)
+				slot_add(s, BHI_ACQUIRED);
 			return true;
 		}
 	}
@@ -200,7 +208,7 @@ static inline __attribute__((always_inline)) bool take_on(struct bhs_att *a,
 
 bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 {
-	return take_on(a, s, n);
+	return take_on(a, s, n, counts(a));
 }
 
 /* Is a transfer running? The look comes after the window's mark, with a
@@ -228,11 +236,11 @@ static inline bool xfer_running(struct bhs_att *a)
 /* Give n permits back from slot s if its ledger holds them and nobody
  * queued needs serving. */
 static inline __attribute__((always_inline)) int give_on(struct bhs_att *a, struct bhs_slot *s,
-							 uint32_t n)
+							 uint32_t n, bool count)
 {
 	_Atomic uint64_t *word = &a->seg->word;
-	uint64_t w = atomic_load_explicit(&s->hint, memory_order_relaxed);
 	uint64_t l = win_open(s);
+	uint64_t w;
 
 	if (BHI_UNLIKELY(xfer_running(a))) {
 		win_close(s, l);
@@ -242,16 +250,15 @@ static inline __attribute__((always_inline)) int give_on(struct bhs_att *a, stru
 		win_close(s, l);
 		return GIVE_SHORT;
 	}
-	if (!may_give(w, n))
-		w = atomic_load_explicit(word, memory_order_relaxed);
+	w = atomic_load_explicit(word, memory_order_relaxed);
 	while (may_give(w, n)) {
 		/* acq_rel: see cas_sword */
 		if (atomic_compare_exchange_weak_explicit(word, &w, w + n, memory_order_acq_rel,
 							  memory_order_acquire)) {
 			BHS_POINT(BP_REL_CAS);
 			win_close(s, l - n);
-			atomic_store_explicit(&s->hint, w + n, memory_order_relaxed);
-			bhs_slot_count(a, s, BHI_RELEASED);
+			if (count)
+				slot_add(s, BHI_RELEASED);
 			return GIVE_OK;
 		}
 	}
@@ -261,7 +268,7 @@ static inline __attribute__((always_inline)) int give_on(struct bhs_att *a, stru
 
 int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 {
-	return give_on(a, s, n);
+	return give_on(a, s, n, counts(a));
 }
 
 /* The same under the lock, serving the queue (the caller dispatches): the
@@ -422,15 +429,15 @@ bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t e
 
 /* ---- the entry points' fast halves -------------------------------------------------- */
 
-/* From the core's take_fast, for a thread that has a slot mapped and a
- * valid n (the core checked it); false: the core goes on to its slow path,
- * which lands in bhs_try_acquire or bhs_acquire below. */
+/* From the core's take_word, for a handle reached through the core's fast
+ * path (its quiet copy, or bhi_try_take); false: the core goes on to its
+ * slow path, which lands in bhs_try_acquire or bhs_acquire below. */
 bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
 
-	if (BHI_LIKELY(s != NULL) && take_on(a, s, n)) {
+	if (BHI_LIKELY(s != NULL) && take_on(a, s, n, counts(a))) {
 		if (BHI_UNLIKELY(a->flags & BH_TRACK_HOLD))
 			bhs_hold_begin(a, n);
 		return true;
@@ -438,36 +445,84 @@ bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 	return false;
 }
 
+/* The entry points the core hands a host-wide handle to whole (as tail
+ * calls from its entry points): the fast take or give first, on this
+ * thread's own slot, and everything else by tail call, so the common path
+ * calls nothing and saves no register (the shape of the core's own fast
+ * path, src/core/word.c). The common path counts and tracks no hold;
+ * BH_NO_STATS has its own copy (quiet()), BH_TRACK_HOLD goes the slow way. */
+static inline bool plain(const struct bhs_att *a, const struct bhs_slot *s, uint32_t n)
+{
+	return BHI_LIKELY(s != NULL) && BHI_LIKELY(n_valid(n)) &&
+	       BHI_LIKELY(!(a->flags & (BH_TRACK_HOLD | BH_NO_STATS)));
+}
+
+static inline bool quiet(const struct bhs_att *a, const struct bhs_slot *s, uint32_t n)
+{
+	return s != NULL && n_valid(n) &&
+	       (a->flags & (BH_TRACK_HOLD | BH_NO_STATS)) == BH_NO_STATS;
+}
+
+static __attribute__((noinline)) int try_rest(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+{
+	if (quiet(a, s, n) && take_on(a, s, n, false))
+		return 0;
+	return bhs_try_slow(a, n);
+}
+
 int bhs_try_acquire(bulkhead_t *bh, uint32_t n)
 {
-	return bhs_try_slow(att_of(bh), n);
+	struct bhs_att *a = att_of(bh);
+	struct bhs_slot *s = my_slot(a);
+
+	if (plain(a, s, n) && take_on(a, s, n, true))
+		return 0;
+	return try_rest(a, s, n);
+}
+
+static __attribute__((noinline)) int acquire_rest(struct bhs_att *a, struct bhs_slot *s,
+						  uint32_t n, uint64_t deadline_ns)
+{
+	if (quiet(a, s, n) && take_on(a, s, n, false))
+		return 0;
+	return bhs_acquire_slow(a, n, deadline_ns);
 }
 
 int bhs_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
-	return bhs_acquire_slow(att_of(bh), n, deadline_ns);
+	struct bhs_att *a = att_of(bh);
+	struct bhs_slot *s = my_slot(a);
+
+	if (plain(a, s, n) && take_on(a, s, n, true))
+		return 0;
+	return acquire_rest(a, s, n, deadline_ns);
 }
 
-/* A hold that ended is also an adaptive sample, if a controller listens. */
-static BHI_COLD void hold_ended(bulkhead_t *bh, struct bhs_att *a, uint32_t n)
-{
-	uint64_t ns;
-
-	if (bhs_hold_end(a, n, &ns))
-		bhk_emit(bh, BHK_HOLD, ns, BHK_OK);
-}
-
-int bhs_release(bulkhead_t *bh, uint32_t n)
+/* Everything but a plain give on this thread's own slot: the quiet copy,
+ * the slow path (which tries the fast give first), and the hold that ended. */
+static __attribute__((noinline)) int release_rest(bulkhead_t *bh, uint64_t n)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
+	uint64_t ns;
 	int r;
 
-	if (BHI_LIKELY(s != NULL) && BHI_LIKELY(n_valid(n)) && BHI_LIKELY(give_on(a, s, n) == GIVE_OK))
-		r = 0;
-	else
-		r = bhs_release_slow(a, n);
-	if (r == 0 && BHI_UNLIKELY(a->flags & BH_TRACK_HOLD))
-		hold_ended(bh, a, n);
+	if (quiet(a, s, (uint32_t)n) && give_on(a, s, (uint32_t)n, false) == GIVE_OK)
+		return 0;
+	r = bhs_release_slow(a, (uint32_t)n);
+	/* A hold that ended is also an adaptive sample, if a controller listens. */
+	if (r == 0 && BHI_UNLIKELY(a->flags & BH_TRACK_HOLD) && bhs_hold_end(a, (uint32_t)n, &ns))
+		bhk_emit(bh, BHK_HOLD, ns, BHK_OK);
 	return r;
+}
+
+int bhs_release(bulkhead_t *bh, uint32_t n32)
+{
+	struct bhs_att *a = att_of(bh);
+	struct bhs_slot *s = my_slot(a);
+	uint64_t n = n32; /* one register for the give's sums and the tail call */
+
+	if (plain(a, s, n32) && BHI_LIKELY(give_on(a, s, n32, true) == GIVE_OK))
+		return 0;
+	return release_rest(bh, n);
 }

@@ -111,7 +111,6 @@ static void free_att(struct bhs_att *a)
 	pthread_mutex_destroy(&a->xmu);
 	pthread_mutex_destroy(&a->hmu);
 	pthread_cond_destroy(&a->delivered);
-	free(a->tmap);
 	free(a->hold);
 	free((void *)a->anode);
 	free(a->order);
@@ -133,11 +132,10 @@ static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_h
 	pthread_mutex_init(&a->xmu, NULL);
 	pthread_mutex_init(&a->hmu, NULL);
 	pthread_cond_init(&a->delivered, NULL);
-	a->tmap = calloc(4096, sizeof(*a->tmap));
 	a->anode = calloc(h->nextra ? h->nextra : 1, sizeof(*a->anode));
 	a->order = calloc(nodes, sizeof(*a->order));
 	a->hold = (h->flags & BH_TRACK_HOLD) ? calloc(4096, sizeof(*a->hold)) : NULL;
-	if (!a->tmap || !a->anode || !a->order || ((h->flags & BH_TRACK_HOLD) && !a->hold)) {
+	if (!a->anode || !a->order || ((h->flags & BH_TRACK_HOLD) && !a->hold)) {
 		a->fd = -1;
 		free_att(a);
 		return NULL;
@@ -314,7 +312,7 @@ static void fork_child(void)
 		a->shared = NULL;
 		a->agent_on = false;
 		atomic_store_explicit(&a->xfer, 0, memory_order_relaxed); /* fenced: at register */
-		memset(a->tmap, 0, 4096 * sizeof(*a->tmap));
+		memset(a->tmap, 0, sizeof(a->tmap));
 		memset((void *)a->anode, 0, (a->nextra ? a->nextra : 1) * sizeof(*a->anode));
 		if (a->hold)
 			memset(a->hold, 0, 4096 * sizeof(*a->hold));

@@ -52,6 +52,7 @@ static inline uint32_t s_nq(uint64_t w)
 #define BHS_SLOTS 4096  /* thread ledgers, host-wide */
 #define BHS_EXTRA 4096  /* extra queue nodes: async waiters, and blocking
 			 * waiters of threads that share their process's slot */
+#define BHS_TMAP 4096  /* thread indices (src/core/tindex.c) */
 #define BHS_HOLDS 8     /* hold-time histogram shards */
 #define BHS_LOCK_BASE ((off_t)1 << 40) /* byte BASE + i: process i's liveness lock */
 
@@ -168,7 +169,6 @@ struct bhs_hold { /* BH_TRACK_HOLD, per thread index */
 struct bhs_att {
 	/* Line 1: what the fast paths read. */
 	_Alignas(BHI_CACHELINE) struct bhs_seg *seg;
-	struct bhs_slot **tmap; /* bhi_tindex - 1 -> this thread's slot */
 	_Atomic uint32_t xfer;  /* XFER_RUNNING, XFER_FENCED */
 	uint32_t flags;         /* the bulkhead's BH_* flags */
 
@@ -205,6 +205,12 @@ struct bhs_att {
 	pthread_cond_t delivered;  /* with mu: an async delivery finished */
 	uint32_t *order;           /* scratch for rebuild(), under the lock */
 	char name[BH_NAME_MAX];
+	/* bhi_tindex - 1 -> this thread's slot. In the attachment itself, not
+	 * behind a pointer: after a locked RMW every load waits for it, so
+	 * the fast paths' chain of dependent loads (handle, attachment, this
+	 * entry, the slot) is paid in full on every call, and one link less
+	 * is measurable. */
+	struct bhs_slot *tmap[BHS_TMAP];
 };
 
 #define XFER_RUNNING 1u /* a transfer between this process's slots runs */
