@@ -83,6 +83,64 @@ static void test_gate_follows_coarse_clock(void **state)
 	bh_destroy(bh);
 }
 
+/* Every way into a gated take: a thread with no counter slot yet (its
+ * first call goes the rare way) and one with a slot (the gated copy), with
+ * and without the other rare flags; the gate decides each time, and the
+ * counters say exactly what the callers saw. */
+struct gate_round {
+	bulkhead_t *bh;
+	uint64_t open_until;
+	int r[6];
+};
+
+static void *gate_calls(void *arg)
+{
+	struct gate_round *g = arg;
+
+	for (int i = 0; i < 2; i++) { /* the first take is this thread's first call */
+		bhi_gate_set(g->bh, g->open_until);
+		g->r[3 * i] = bh_try_acquire(g->bh, 1);
+		g->r[3 * i + 1] = bh_acquire(g->bh, 1, bh_now_ns() + BH_MSEC);
+		bhi_gate_set(g->bh, 0);
+		g->r[3 * i + 2] = bh_try_acquire(g->bh, 1);
+		if (g->r[3 * i] == 0)
+			bh_release(g->bh, 1);
+		if (g->r[3 * i + 1] == 0)
+			bh_release(g->bh, 1);
+	}
+	return NULL;
+}
+
+static void test_gate_every_path(void **state)
+{
+	static const uint32_t flags[] = { 0, BH_NO_STATS, BH_TRACK_HOLD, BH_FAIR };
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++) {
+		struct fake_layer f;
+		struct gate_round g = { .bh = gated(&f, 4, 0, flags[k]),
+					.open_until = BHI_GATE_OPEN };
+		pthread_t t;
+		struct bh_stats st;
+
+		assert_int_equal(pthread_create(&t, NULL, gate_calls, &g), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(g.r[3 * i], 0);
+			assert_int_equal(g.r[3 * i + 1], 0);
+			assert_int_equal(g.r[3 * i + 2], -EBUSY);
+		}
+		st = stats_of(g.bh);
+		assert_int_equal(st.in_flight, 0);
+		if (!(flags[k] & BH_NO_STATS)) {
+			assert_int_equal(st.acquired, 4);
+			assert_int_equal(st.released, 4);
+			assert_int_equal(st.rejected, 2);
+		}
+		bh_destroy(g.bh);
+	}
+}
+
 struct waiter {
 	bulkhead_t *bh;
 	int result;
@@ -220,6 +278,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gate_starts_shut),
 		cmocka_unit_test(test_gate_follows_coarse_clock),
+		cmocka_unit_test(test_gate_every_path),
 		cmocka_unit_test(test_gate_opening_serves_fair),
 		cmocka_unit_test(test_gate_opening_serves_unfair),
 		cmocka_unit_test(test_destroy_calls_layer_first),

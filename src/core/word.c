@@ -1,6 +1,7 @@
 /* The word's fast paths: one CAS on the state word takes or gives back
  * permits when nobody is queued; everything else goes to the queue
  * (queue.c). docs/design.md explains the protocol. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <time.h>
 
@@ -13,14 +14,27 @@
 
 /* ---- the gate's clock (src/core/layer.h) --------------------------------- */
 
-/* Here, next to the fast paths, so that gate_reached() inlines it into
- * take_gated(). */
+/* The clock behind a layer's gate (word.h): the vDSO's clock_gettime,
+ * looked up here on first use; where there is no vDSO (valgrind, another
+ * architecture's symbol name) it is glibc's clock_gettime. */
+bhi_clock_fn *_Atomic bhi_coarse_fn;
+
+bhi_clock_fn *bhi_coarse_lookup(void)
+{
+	int saved = errno;
+	void *vdso = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
+	bhi_clock_fn *f = vdso ? (bhi_clock_fn *)dlsym(vdso, "__vdso_clock_gettime") : NULL;
+
+	if (!f)
+		f = clock_gettime;
+	atomic_store_explicit(&bhi_coarse_fn, f, memory_order_relaxed);
+	errno = saved;
+	return f; /* the vDSO is never unmapped: no dlclose */
+}
+
 uint64_t bhi_coarse_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * BH_SEC + (uint64_t)ts.tv_nsec;
+	return coarse_now();
 }
 
 uint64_t bhi_coarse_res_ns(void)
@@ -78,6 +92,23 @@ static inline struct bhi_slot *plain_slot(struct bulkhead *bh)
 	struct bhi_slot *s = bhi_my_slot(bh);
 
 	return BHI_LIKELY(s != NULL && !(bh->flags & BHI_RARE_FLAGS)) ? s : NULL;
+}
+
+/* The same for a give: a layer's gate shuts admission only, so a gated
+ * bulkhead gives back on the common path. */
+static inline struct bhi_slot *plain_give_slot(struct bulkhead *bh)
+{
+	struct bhi_slot *s = bhi_my_slot(bh);
+
+	return BHI_LIKELY(s != NULL && !(bh->flags & BHI_RARE_FLAGS & ~BHI_GATED)) ? s : NULL;
+}
+
+/* A layer's gate and none of the other rare flags (a cluster handle): the
+ * gate, then the common path's take. Its own copy, so that a gated take
+ * pays for the clock and nothing else of the rare paths. */
+static inline bool gated_only(uint32_t flags)
+{
+	return (flags & BHI_RARE_FLAGS) == BHI_GATED;
 }
 
 /* BH_NO_STATS and none of the other rare flags: nothing to count, so no
@@ -157,6 +188,20 @@ static __attribute__((noinline)) int try_rare(struct bulkhead *bh, uint32_t n)
 	return take_rare(bh, n) ? 0 : refuse(bh, load_word(bh), n);
 }
 
+static __attribute__((noinline)) int try_gated(struct bulkhead *bh, uint32_t n)
+{
+	struct bhi_slot *s;
+
+	if (gate_reached(bh))
+		return refuse(bh, load_word(bh), n);
+	s = bhi_my_slot(bh);
+	if (BHI_UNLIKELY(!s)) /* a new thread: the rare path gives it its index */
+		return try_rare(bh, n);
+	if (take_plain(bh, s, n))
+		return 0;
+	return refuse(bh, load_word(bh), n);
+}
+
 static __attribute__((noinline)) int try_quiet(struct bulkhead *bh, uint32_t n)
 {
 	if (BHI_LIKELY(n_valid(n)) && take_word(bh, NULL, BH_NO_STATS, n))
@@ -170,7 +215,8 @@ int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 
 	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
 		return bh->ext ? bhs_try_acquire(bh, n)
-		       : quiet(bh->flags) ? try_quiet(bh, n) : try_rare(bh, n);
+		       : quiet(bh->flags) ? try_quiet(bh, n)
+		       : gated_only(bh->flags) ? try_gated(bh, n) : try_rare(bh, n);
 	if (take_plain(bh, s, n))
 		return 0;
 	return refuse(bh, load_word(bh), n);
@@ -191,6 +237,21 @@ static __attribute__((noinline)) int acquire_rare(struct bulkhead *bh, uint32_t 
 	return take_rare(bh, n) ? 0 : bhi_acquire_slow(bh, n, deadline_ns);
 }
 
+static __attribute__((noinline)) int acquire_gated(struct bulkhead *bh, uint32_t n,
+						   uint64_t deadline_ns)
+{
+	struct bhi_slot *s;
+
+	if (gate_reached(bh)) /* the slow path knows what a shut gate means */
+		return bhi_acquire_slow(bh, n, deadline_ns);
+	s = bhi_my_slot(bh);
+	if (BHI_UNLIKELY(!s))
+		return acquire_rare(bh, n, deadline_ns);
+	if (take_plain(bh, s, n))
+		return 0;
+	return bhi_acquire_slow(bh, n, deadline_ns);
+}
+
 static __attribute__((noinline)) int acquire_quiet(struct bulkhead *bh, uint32_t n,
 						   uint64_t deadline_ns)
 {
@@ -206,7 +267,8 @@ int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
 		return bh->ext ? bhs_acquire(bh, n, deadline_ns)
 		       : quiet(bh->flags) ? acquire_quiet(bh, n, deadline_ns)
-					  : acquire_rare(bh, n, deadline_ns);
+		       : gated_only(bh->flags) ? acquire_gated(bh, n, deadline_ns)
+					       : acquire_rare(bh, n, deadline_ns);
 	if (take_plain(bh, s, n))
 		return 0;
 	return bhi_acquire_slow(bh, n, deadline_ns);
@@ -271,7 +333,7 @@ static __attribute__((noinline)) int release_quiet(struct bulkhead *bh, uint32_t
 
 int bh_release(bulkhead_t *bh, uint32_t n)
 {
-	struct bhi_slot *s = plain_slot(bh);
+	struct bhi_slot *s = plain_give_slot(bh);
 
 	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
 		return bh->ext ? bhs_release(bh, n)

@@ -4,6 +4,8 @@
 #ifndef BH_CORE_WORD_H
 #define BH_CORE_WORD_H
 
+#include <time.h>
+
 #include "internal.h"
 #include "layer.h"
 
@@ -40,11 +42,31 @@ static inline uint64_t load_word(const struct bulkhead *bh)
 	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_relaxed);
 }
 
+/* CLOCK_MONOTONIC_COARSE through the vDSO's clock_gettime, called
+ * directly: glibc's wrapper around the same call costs about 2 ns (AMD
+ * EPYC, Zen 3: 6.8 ns a read through glibc, 4.5 ns direct), and a gated
+ * take reads the clock every time. The pointer is to code mapped before
+ * main(), so a relaxed load of it is enough (word.c looks it up). */
+typedef int bhi_clock_fn(clockid_t, struct timespec *);
+extern bhi_clock_fn *_Atomic bhi_coarse_fn;
+bhi_clock_fn *bhi_coarse_lookup(void);
+
+static inline uint64_t coarse_now(void)
+{
+	bhi_clock_fn *f = atomic_load_explicit(&bhi_coarse_fn, memory_order_relaxed);
+	struct timespec ts;
+
+	if (BHI_UNLIKELY(!f))
+		f = bhi_coarse_lookup();
+	f(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * BH_SEC + (uint64_t)ts.tv_nsec;
+}
+
 /* A layer's gate (src/core/layer.h): shut once the coarse clock reaches it. */
 static inline bool gate_reached(const struct bulkhead *bh)
 {
-	return bhi_coarse_ns() >= atomic_load_explicit(&((struct bulkhead *)bh)->gate_ns,
-						      memory_order_relaxed);
+	return coarse_now() >= atomic_load_explicit(&((struct bulkhead *)bh)->gate_ns,
+						    memory_order_relaxed);
 }
 
 static inline bool gate_shut(const struct bulkhead *bh)

@@ -1,8 +1,7 @@
 /* Ledgers and the fast paths of a host-wide bulkhead.
  *
  * Every thread that uses the bulkhead owns one slot in the segment (its
- * ledger, its counters, its guess of the word), found through the process's
- * thread map. The ledger is the truth about what the process holds: the
+ * ledger and its counters), found through the process's thread map. The ledger is the truth about what the process holds: the
  * shared word is a cache that a recovery can rebuild from the ledgers of
  * the living. A fast path opens a window (S_PEND in the ledger), CASes the
  * word, and closes the window with the new count in the same store, so a
@@ -179,10 +178,10 @@ void bhs_record_hold(bulkhead_t *bh, uint64_t ns)
 
 /* ---- take and give on one slot ------------------------------------------------ */
 
-/* Take n permits into slot s if the word allows it now. The guess of the
- * word saves a load before the CAS; only a CAS that succeeds, or a real
- * load, decides. An acquire window needs no look at a->xfer: it only adds
- * to its ledger, and a transfer only writes the debit. */
+/* Take n permits into slot s if the word allows it now. The word is
+ * loaded, not guessed from the slot (docs/design.md, "Fast paths"). An
+ * acquire window needs no look at a->xfer: it only adds to its ledger, and
+ * a transfer only writes the debit. */
 static inline __attribute__((always_inline)) bool take_on(struct bhs_att *a,
 							  struct bhs_slot *s, uint32_t n,
 							  bool count)

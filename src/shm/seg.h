@@ -98,7 +98,8 @@ struct bhs_proc {
 
 struct bhs_slot {
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t ledger; /* S_PEND | held */
-	_Atomic uint64_t hint;  /* the owner's last view of the word */
+	_Atomic uint64_t hint;  /* unused: the fast paths load the word; kept so
+				 * the segment layout (and its version) stays */
 	_Atomic uint64_t c[BHI_NCOUNTERS];
 	_Atomic uint64_t debit; /* taken by transfers; held = ledger - debit */
 	_Atomic uint32_t owner; /* process index + 1; 0 = free */
