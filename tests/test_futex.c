@@ -2,7 +2,8 @@
  * (src/lib/spin.h): the wrappers return what the kernel said as a negative
  * errno and leave errno as it was, whatever the path (timeout, mismatch,
  * the cancellable window); a spinner is refused when the spinners would
- * outnumber the online CPUs, and the count comes back to 0. */
+ * outnumber the online CPUs, and the count comes back to 0. And the vDSO
+ * lookup (src/lib/vdso.h) behind the gate's clock. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,10 @@
 #include "core/internal.h"
 #include "lib/futex.h"
 #include "lib/spin.h"
+#include "lib/vdso.h"
+
+#include <sys/auxv.h>
+#include <time.h>
 
 #define SENTINEL 4242 /* no errno value: any write to errno shows */
 
@@ -139,6 +144,39 @@ static void test_spin_while_refused_returns(void **state)
 	bhi_spin_test_cpus(0);
 }
 
+/* Where the kernel mapped a vDSO, its clock_gettime is found and reads the
+ * same clocks as glibc's; a name it does not have is NULL. x86-64 names it
+ * __vdso_clock_gettime; elsewhere the lookup may miss, which is allowed
+ * (the caller falls back to glibc). */
+static void test_vdso_clock(void **state)
+{
+	typedef int clock_fn(clockid_t, struct timespec *);
+	clock_fn *f = (clock_fn *)bhi_vdso_sym("__vdso_clock_gettime");
+	struct timespec a, b, c;
+
+	(void)state;
+	assert_null(bhi_vdso_sym("__vdso_no_such_function"));
+	assert_null(bhi_vdso_sym(""));
+	if (!getauxval(AT_SYSINFO_EHDR)) {
+		assert_null(f);
+		return;
+	}
+#if defined(__x86_64__)
+	assert_non_null(f);
+#endif
+	if (!f)
+		return;
+	for (int i = 0; i < 2; i++) {
+		clockid_t id = i ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE;
+
+		clock_gettime(id, &a);
+		assert_int_equal(f(id, &b), 0);
+		clock_gettime(id, &c);
+		assert_true(a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec));
+		assert_true(b.tv_sec < c.tv_sec || (b.tv_sec == c.tv_sec && b.tv_nsec <= c.tv_nsec));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +187,7 @@ int main(void)
 		cmocka_unit_test(test_ops_tables_keep_errno),
 		cmocka_unit_test(test_spin_refused_at_cpu_count),
 		cmocka_unit_test(test_spin_while_refused_returns),
+		cmocka_unit_test(test_vdso_clock),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,11 +1,11 @@
 /* The word's fast paths: one CAS on the state word takes or gives back
  * permits when nobody is queued; everything else goes to the queue
  * (queue.c). docs/design.md explains the protocol. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <time.h>
 
 #include "internal.h"
+#include "lib/vdso.h"
 #include "word.h"
 #include "queue.h"
 #include "observe.h"
@@ -15,21 +15,18 @@
 /* ---- the gate's clock (src/core/layer.h) --------------------------------- */
 
 /* The clock behind a layer's gate (word.h): the vDSO's clock_gettime,
- * looked up here on first use; where there is no vDSO (valgrind, another
+ * looked up here on first use; where there is none (valgrind, another
  * architecture's symbol name) it is glibc's clock_gettime. */
 bhi_clock_fn *_Atomic bhi_coarse_fn;
 
 bhi_clock_fn *bhi_coarse_lookup(void)
 {
-	int saved = errno;
-	void *vdso = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
-	bhi_clock_fn *f = vdso ? (bhi_clock_fn *)dlsym(vdso, "__vdso_clock_gettime") : NULL;
+	bhi_clock_fn *f = (bhi_clock_fn *)bhi_vdso_sym("__vdso_clock_gettime");
 
 	if (!f)
 		f = clock_gettime;
 	atomic_store_explicit(&bhi_coarse_fn, f, memory_order_relaxed);
-	errno = saved;
-	return f; /* the vDSO is never unmapped: no dlclose */
+	return f;
 }
 
 uint64_t bhi_coarse_ns(void)
