@@ -15,13 +15,20 @@
 /* ---- the gate's clock (src/core/layer.h) --------------------------------- */
 
 /* The clock behind a layer's gate (word.h): the vDSO's clock_gettime,
- * looked up here on first use; where there is none (valgrind, another
- * architecture's symbol name) it is glibc's clock_gettime. */
+ * looked up here on first use; where there is none (valgrind) it is glibc's
+ * clock_gettime. Only on x86-64, whose vDSO function takes the same struct
+ * timespec as glibc's: 32-bit ABIs with a 64-bit time_t need another symbol
+ * (__vdso_clock_gettime64), and other architectures name it otherwise, so
+ * they keep glibc's. */
 bhi_clock_fn *_Atomic bhi_coarse_fn;
 
 bhi_clock_fn *bhi_coarse_lookup(void)
 {
+#if defined(__x86_64__) && !defined(__ILP32__)
 	bhi_clock_fn *f = (bhi_clock_fn *)bhi_vdso_sym("__vdso_clock_gettime");
+#else
+	bhi_clock_fn *f = NULL;
+#endif
 
 	if (!f)
 		f = clock_gettime;

@@ -428,9 +428,9 @@ bool bhs_claim_on(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t e
 
 /* ---- the entry points' fast halves -------------------------------------------------- */
 
-/* From the core's take_word, for a handle reached through the core's fast
- * path (its quiet copy, or bhi_try_take); false: the core goes on to its
- * slow path, which lands in bhs_try_acquire or bhs_acquire below. */
+/* From the core's take_word, for the paths that do not hand a host-wide
+ * handle over whole (bhi_try_take, bh_acquire_async); false: the core goes
+ * on to its slow path, which lands in this layer too. */
 bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 {
 	struct bhs_att *a = att_of(bh);

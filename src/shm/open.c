@@ -134,7 +134,7 @@ static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_h
 	pthread_cond_init(&a->delivered, NULL);
 	a->anode = calloc(h->nextra ? h->nextra : 1, sizeof(*a->anode));
 	a->order = calloc(nodes, sizeof(*a->order));
-	a->hold = (h->flags & BH_TRACK_HOLD) ? calloc(4096, sizeof(*a->hold)) : NULL;
+	a->hold = (h->flags & BH_TRACK_HOLD) ? calloc(BHS_TMAP, sizeof(*a->hold)) : NULL;
 	if (!a->anode || !a->order || ((h->flags & BH_TRACK_HOLD) && !a->hold)) {
 		a->fd = -1;
 		free_att(a);
@@ -315,7 +315,7 @@ static void fork_child(void)
 		memset(a->tmap, 0, sizeof(a->tmap));
 		memset((void *)a->anode, 0, (a->nextra ? a->nextra : 1) * sizeof(*a->anode));
 		if (a->hold)
-			memset(a->hold, 0, 4096 * sizeof(*a->hold));
+			memset(a->hold, 0, BHS_TMAP * sizeof(*a->hold));
 		pthread_cond_init(&a->delivered, NULL);
 	}
 	pthread_mutex_unlock(&reg_mu);
