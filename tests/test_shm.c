@@ -928,6 +928,77 @@ static void test_hold_and_metrics(void **state)
 	shm_done(bh, name);
 }
 
+/* Every way the core hands a host-wide handle to its layer (try, acquire,
+ * release), on a thread's first call and later ones, a release moved to
+ * another thread, refusals and over-release, with each flag the layer's
+ * fast path tests for: results as documented, counters equal to what the
+ * callers saw (none with BH_NO_STATS), hold times with BH_TRACK_HOLD. */
+struct flag_round {
+	bulkhead_t *bh;
+	int r[8];
+};
+
+static void *flag_calls(void *arg)
+{
+	struct flag_round *f = arg;
+
+	f->r[0] = bh_try_acquire(f->bh, 1);          /* this thread's first call */
+	f->r[1] = bh_acquire(f->bh, 1, BH_FOREVER);
+	f->r[2] = bh_try_acquire(f->bh, 1);          /* full, no queue: -EBUSY */
+	f->r[3] = bh_acquire(f->bh, 3, BH_FOREVER);  /* more than the limit */
+	f->r[4] = bh_release(f->bh, 1);
+	f->r[5] = bh_try_acquire(f->bh, 0);
+	f->r[6] = bh_release(f->bh, 0);
+	f->r[7] = 0;
+	return NULL;
+}
+
+static void test_every_entry_each_flag(void **state)
+{
+	static const uint32_t flags[] = { 0, BH_NO_STATS, BH_TRACK_HOLD,
+					  BH_NO_STATS | BH_TRACK_HOLD, BH_FAIR };
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++) {
+		const char *name = uniq("flags");
+		struct flag_round f = { .bh = shm_make(name, 2, 0, flags[k]) };
+		struct bh_stats st;
+		pthread_t t;
+
+		assert_int_equal(pthread_create(&t, NULL, flag_calls, &f), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_int_equal(f.r[0], 0);
+		assert_int_equal(f.r[1], 0);
+		assert_int_equal(f.r[2], -EBUSY);
+		assert_int_equal(f.r[3], -EINVAL);
+		assert_int_equal(f.r[4], 0);
+		assert_int_equal(f.r[5], -EINVAL);
+		assert_int_equal(f.r[6], -EINVAL);
+		/* the other permit, taken there, is given back here */
+		assert_int_equal(bh_release(f.bh, 1), 0);
+		assert_int_equal(bh_release(f.bh, 1), -EOVERFLOW);
+		assert_int_equal(bh_try_acquire(f.bh, 2), 0);
+		assert_int_equal(bh_release(f.bh, 2), 0);
+		st = stats_of(f.bh);
+		assert_int_equal(st.in_flight, 0);
+		assert_int_equal(st.over_released, 1);
+		if (flags[k] & BH_NO_STATS) {
+			assert_int_equal(st.acquired, 0);
+			assert_int_equal(st.released, 0);
+			assert_int_equal(st.rejected, 0);
+		} else {
+			assert_int_equal(st.acquired, 3);
+			assert_int_equal(st.released, 3);
+			assert_int_equal(st.rejected, 1);
+		}
+		if (flags[k] & BH_TRACK_HOLD)
+			assert_int_equal(st.hold.count, 1); /* only this thread's pair ended a hold */
+		else
+			assert_int_equal(st.hold.count, 0);
+		shm_done(f.bh, name);
+	}
+}
+
 static void never_called(struct bh_async *node, int result)
 {
 	(void)node;
@@ -992,6 +1063,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
 		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
 		cmocka_unit_test(test_hold_and_metrics),
+		cmocka_unit_test(test_every_entry_each_flag),
 		cmocka_unit_test(test_async_take_begins_hold),
 		cmocka_unit_test(test_segment_limits),
 	};
