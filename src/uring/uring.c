@@ -105,24 +105,56 @@ static inline uint64_t flight_start(const struct bh_uring_op *op)
 	return ns;
 }
 
-/* Bind permits and the nr SQEs from the ring's tail on to op. The SQ has
- * room (checked); the caller moves sqe_tail past them. */
-static inline void arm(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
-		       unsigned nr, unsigned idx, struct io_uring_sqe **sqes, uint64_t start)
+/* The SQ as the fast check reads it: fields loaded once per call. */
+struct sq_view {
+	const struct io_uring_sqe *sqes;
+	unsigned mask, shift, head, tail;
+};
+
+static inline struct sq_view sq_view(const bh_uring_t *t)
+{
+	const struct io_uring_sq *sq = &t->ring->sq;
+
+	return (struct sq_view){ sq->sqes, sq->ring_mask, t->sqe_shift, sq->sqe_head,
+				 sq->sqe_tail };
+}
+
+static inline struct io_uring_sqe *sqe_in(const struct sq_view *v, unsigned idx)
+{
+	return (struct io_uring_sqe *)&v->sqes[(idx & v->mask) << v->shift];
+}
+
+/* nr, cqes_left, state and flags, side by side in the record: written as
+ * one 8-byte store (the compiler merges no stores of values it does not
+ * know, and the record is written once per op on the submission path). */
+_Static_assert(offsetof(struct bh_uring_op, cqes_left) == offsetof(struct bh_uring_op, nr) + 2 &&
+		       offsetof(struct bh_uring_op, state) == offsetof(struct bh_uring_op, nr) + 4 &&
+		       offsetof(struct bh_uring_op, flags) == offsetof(struct bh_uring_op, nr) + 6,
+	       "nr, cqes_left, state, flags are adjacent");
+
+/* Bind permits and the nr SQEs from idx on to op (the SQEs are v's). The SQ
+ * has room (checked); the caller moves sqe_tail past them. */
+static inline void arm(bh_uring_t *t, const struct sq_view *v, struct bh_uring_op *op,
+		       bulkhead_t *bh, uint32_t n, unsigned nr, unsigned idx,
+		       struct io_uring_sqe **sqes, uint64_t start)
 {
 	uint64_t ud = ud_make(op, TAG_OP);
+	uint64_t f = start ? OPF_TIMED : 0, counts;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	counts = nr | (uint64_t)nr << 16 | (uint64_t)OP_ARMED << 32 | f << 48;
+#else
+	counts = (uint64_t)nr << 48 | (uint64_t)nr << 32 | (uint64_t)OP_ARMED << 16 | f;
+#endif
 
 	op->t = t;
 	op->bh = bh;
 	op->n = n;
 	op->sqe_idx = idx;
-	op->nr = (uint16_t)nr;
-	op->cqes_left = (uint16_t)nr;
-	op->state = OP_ARMED;
-	op->flags = start ? OPF_TIMED : 0;
+	memcpy((char *)op + offsetof(struct bh_uring_op, nr), &counts, sizeof(counts));
 	flight_start_set(op, start);
 	for (unsigned i = 0; i < nr; i++) {
-		sqes[i] = sqe_at(t, idx + i);
+		sqes[i] = sqe_in(v, idx + i);
 		sqes[i]->user_data = ud; /* tracked from now on, even if submitted early */
 	}
 }
@@ -130,6 +162,7 @@ static inline void arm(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, ui
 int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,
 		      unsigned nr, struct io_uring_sqe **sqes)
 {
+	struct sq_view v;
 	int r;
 
 	if (!t || !op || !bh || !sqes || nr - 1u >= BH_URING_CHAIN_MAX || !op_usable(op))
@@ -147,7 +180,8 @@ int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uin
 			t->st.rejected++;
 		return r;
 	}
-	arm(t, op, bh, n, nr, t->ring->sq.sqe_tail, sqes, sample_start(bh));
+	v = sq_view(t);
+	arm(t, &v, op, bh, n, nr, v.tail, sqes, sample_start(bh));
 	t->ring->sq.sqe_tail += nr;
 	t->ops++;
 	return 0;
@@ -173,6 +207,7 @@ static int take_many(bulkhead_t *bh, uint32_t n, unsigned count)
 int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh,
 		       uint32_t n, struct io_uring_sqe **sqes)
 {
+	struct sq_view v;
 	unsigned space, idx, armed = 0;
 	uint64_t start;
 	int got;
@@ -193,14 +228,15 @@ int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, 
 		return got;
 	}
 	t->st.rejected += count - (unsigned)got;
-	idx = t->ring->sq.sqe_tail;
+	v = sq_view(t); /* once: the records' stores could alias the ring's fields */
+	idx = v.tail;
 	start = sample_start(bh);
 	for (; armed < (unsigned)got; armed++) {
 		struct bh_uring_op *op = ops[armed];
 
 		if (BHI_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
 			break; /* the batch ends before a record in use */
-		arm(t, op, bh, n, 1, idx + armed, &sqes[armed], start);
+		arm(t, &v, op, bh, n, 1, idx + armed, &sqes[armed], start);
 	}
 	if (armed < (unsigned)got)
 		bh_release(bh, n * ((unsigned)got - armed));
@@ -321,20 +357,6 @@ static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t d
 	op->state = OP_INFLIGHT;
 	t->st.started++;
 	return 0;
-}
-
-/* The SQ as the fast check reads it: fields loaded once per call. */
-struct sq_view {
-	const struct io_uring_sqe *sqes;
-	unsigned mask, shift, head, tail;
-};
-
-static inline struct sq_view sq_view(const bh_uring_t *t)
-{
-	const struct io_uring_sq *sq = &t->ring->sq;
-
-	return (struct sq_view){ sq->sqes, sq->ring_mask, t->sqe_shift, sq->sqe_head,
-				 sq->sqe_tail };
 }
 
 /* The common case in a few loads, for a one-SQE op without a deadline: its
