@@ -217,7 +217,7 @@ int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = plain_slot(bh);
 
-	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
+	if (BHI_UNLIKELY(!s)) /* no slot, a rare flag, or a host-wide handle */
 		return bh->ext ? bhs_try_acquire(bh, n)
 		       : quiet(bh->flags) ? try_quiet(bh, n)
 		       : gated_only(bh->flags) ? try_gated(bh, n) : try_rare(bh, n);
@@ -268,7 +268,7 @@ int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
 	struct bhi_slot *s = plain_slot(bh);
 
-	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
+	if (BHI_UNLIKELY(!s)) /* no slot, a rare flag, or a host-wide handle */
 		return bh->ext ? bhs_acquire(bh, n, deadline_ns)
 		       : quiet(bh->flags) ? acquire_quiet(bh, n, deadline_ns)
 		       : gated_only(bh->flags) ? acquire_gated(bh, n, deadline_ns)
@@ -339,7 +339,7 @@ int bh_release(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = plain_give_slot(bh);
 
-	if (BHI_UNLIKELY(!s)) /* a host-wide handle, see plain_slot() */
+	if (BHI_UNLIKELY(!s)) /* no slot, a rare flag, or a host-wide handle */
 		return bh->ext ? bhs_release(bh, n)
 		       : quiet(bh->flags) ? release_quiet(bh, n) : release_rare(bh, n);
 	return give_word(bh, s, 0, n);
