@@ -140,7 +140,8 @@ static void bench_pair(void)
 	printf("   plain bulkhead                    %6.2f ns\n", mp);
 	printf("   cluster bulkhead (lease checked)  %6.2f ns   %.2fx the plain pair (target <= 1.10x)\n",
 	       mc, ratio);
-	printf("   CLOCK_MONOTONIC_COARSE read alone %6.2f ns through glibc, %.2f ns through the vDSO directly (the gate's read)\n",
+	printf("   CLOCK_MONOTONIC_COARSE read alone %6.2f ns through glibc, "
+	       "%.2f ns through the vDSO directly (the gate's read)\n",
 	       mk, mv);
 	printf("   floor: the plain pair plus one gate read is %.2fx the plain pair\n", floor_ratio);
 	bh_destroy(plain);

@@ -1,9 +1,9 @@
 /* Ledgers and the fast paths of a host-wide bulkhead.
  *
  * Every thread that uses the bulkhead owns one slot in the segment (its
- * ledger and its counters), found through the process's thread map. The ledger is the truth about what the process holds: the
- * shared word is a cache that a recovery can rebuild from the ledgers of
- * the living. A fast path opens a window (S_PEND in the ledger), CASes the
+ * ledger and its counters), found through the process's thread map. The
+ * ledger is the truth about what the process holds: the shared word is a
+ * cache that a recovery can rebuild from the ledgers of the living. A fast path opens a window (S_PEND in the ledger), CASes the
  * word, and closes the window with the new count in the same store, so a
  * process that dies anywhere leaves either a closed ledger that is exact or
  * an open window, which makes its recovery rebuild the word instead of
