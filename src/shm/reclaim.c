@@ -167,7 +167,9 @@ bool bhs_scan_locked(struct bhs_att *a)
 		}
 		reclaim(a, i, held);
 		atomic_fetch_add_explicit(&a->seg->reclaimed, held, memory_order_relaxed);
-		atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_relaxed);
+		/* release: pairs with a reader's acquire load of deaths, which
+		 * then sees this death's permits in reclaimed */
+		atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_release);
 	}
 	if (rebuild)
 		bhs_rebuild_locked(a, false);
@@ -334,21 +336,24 @@ static void find_live(struct bhs_att *a, struct census *c)
  * would have its ledgers reclaimed again by the next scan. A process dead
  * at the census stays dead: its slot is taken again only after it is
  * freed, under the lock we hold. */
-static void free_dead(struct bhs_att *a, const struct census *c)
+static uint64_t free_dead(struct bhs_att *a, const struct census *c)
 {
+	uint64_t freed = 0;
+
 	for (uint32_t i = 0; i < a->nprocs; i++) {
 		if (!(c->taken[i / 64] >> (i % 64) & 1) || is_live(c, i))
 			continue;
 		bhs_free_proc_locked(a, i);
-		atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_relaxed);
+		freed++;
 	}
+	return freed;
 }
 
 static bool rebuild(struct bhs_att *a, bool must)
 {
 	struct bhs_seg *g = a->seg;
 	struct census c = { .held = 0 };
-	uint64_t w, nw;
+	uint64_t w, nw, freed;
 	int64_t before;
 
 	/* seq_cst: the Dekker pair of win_open_checked; and it acquires every
@@ -374,12 +379,18 @@ static bool rebuild(struct bhs_att *a, bool must)
 			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_seq_cst));
 	}
 	census_nodes(a, &c);
-	free_dead(a, &c);
+	freed = free_dead(a, &c);
 	relist_extra(a);
 	before = (int64_t)w_limit(w) - w_avail(w);
 	if (before > (int64_t)c.held)
 		atomic_fetch_add_explicit(&g->reclaimed, (uint64_t)before - c.held,
 					  memory_order_relaxed);
+	/* The deaths are counted after what they gave back, as in
+	 * bhs_scan_locked: a reader that sees deaths move then finds their
+	 * permits in reclaimed (release: pairs with its acquire load). Counted
+	 * first, an observer could read reclaimed between the two and miss a
+	 * dead process's permits. */
+	atomic_fetch_add_explicit(&g->deaths, freed, memory_order_release);
 	nw = w_make((int64_t)w_limit(w) - (int64_t)c.held, w_limit(w), 0) |
 	     ((uint64_t)c.nq << W_NQ_SHIFT) | (w & W_CLOSED);
 	/* release (seq_cst): the thaw; fast paths acquire it with their CAS */
