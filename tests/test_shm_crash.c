@@ -524,6 +524,44 @@ static void test_registered_during_rebuild(void **state)
 	shm_done(bh, name);
 }
 
+/* A rebuild counts the dead in deaths only after their permits are in
+ * reclaimed, so that a reader who sees deaths move (acquire) finds them
+ * there. Paused after the dead are freed, before either count moves,
+ * neither has moved; counted the other way round, deaths had. */
+static int freed_rebuilder_main(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	bhs_pause_at(BP_FREED, 1, out, in);
+	return bhs_scan_now(bh) ? 0 : 1;
+}
+
+static void test_rebuild_counts_deaths_after_permits(void **state)
+{
+	const char *name = uniq("order");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 2 };
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct child c = stop_at(&first), rb;
+	char point = 0;
+
+	(void)state;
+	kill_reap(&c); /* dead inside a window: the scan must rebuild */
+	rb = spawn(freed_rebuilder_main, (void *)name);
+	assert_int_equal(read(rb.rd, &point, 1), 1);
+	assert_int_equal(point, BP_FREED);
+	assert_int_equal(atomic_load(&g->deaths), 0);
+	assert_int_equal(atomic_load(&g->reclaimed), 0);
+	assert_int_equal(write(rb.wr, "", 1), 1);
+	assert_int_equal(reap(&rb), 0);
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(atomic_load(&g->reclaimed), 2);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
 /* A dead process looks alive for an instant to a rebuild while a
  * registrant that saw its slot free before it was taken holds the slot's
  * liveness lock (claim_proc locks, then finds the slot taken, unlocks).
@@ -748,6 +786,7 @@ int main(void)
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),
 		cmocka_unit_test(test_registered_during_rebuild),
+		cmocka_unit_test(test_rebuild_counts_deaths_after_permits),
 		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),

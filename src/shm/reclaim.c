@@ -380,6 +380,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 	}
 	census_nodes(a, &c);
 	freed = free_dead(a, &c);
+	BHS_POINT(BP_FREED);
 	relist_extra(a);
 	before = (int64_t)w_limit(w) - w_avail(w);
 	if (before > (int64_t)c.held)

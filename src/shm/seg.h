@@ -358,6 +358,7 @@ enum bhs_point {
 	BP_CENSUS,    /* a rebuild knows who is alive, nothing rebuilt yet */
 	BP_PROC_FREE, /* a registrant saw a process slot free, not yet locked */
 	BP_PROC_LOCKED, /* it holds that slot's liveness lock, slot not taken */
+	BP_FREED,     /* a rebuild freed the dead, deaths and reclaimed not moved */
 	BP_NPOINTS,
 };
 
