@@ -16,10 +16,12 @@
  *   per-op        bh_uring_get_sqe + prep + bh_uring_track per op (an acquire
  *                 each); bh_uring_complete per CQE (a release each)
  *
- * Then real I/O: each op a linked write+read of B bytes (default 512)
- * through a pipe, D/2 chains per batch, raw (lookup, counting both CQEs of
- * a chain) and tracked per op (bh_uring_get_sqes, a two-SQE chain), where
- * the tracker's share of the time should be under 1%.
+ * Then real I/O: each op a linked write+read of B bytes (default 512),
+ * D/2 chains per batch, raw (lookup, counting both CQEs of a chain) and
+ * tracked per op (bh_uring_get_sqes, a two-SQE chain), where the tracker's
+ * share of the time should be under 1%: through a pipe (the cheapest I/O
+ * the kernel does), and through a loopback TCP connection (a send, then a
+ * recv at the other end; TCP_NODELAY), what a server's I/O looks like.
  *
  * Prints ns per op (median of the rounds) and each ratio as the median of
  * the per-round ratios. Targets at depth 64: batch <= 1.05x raw with lookup,
@@ -32,9 +34,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bulkhead.h"
@@ -57,7 +62,10 @@ static struct bh_uring_op **ops;
 static struct io_uring_sqe **sqes;
 static unsigned depth = 64;
 static unsigned long raw_in_flight, raw_strays; /* raw, lookup: its own books */
-static int pipe_fd[2] = { -1, -1 };
+/* The real-I/O points: where each chain writes, and where it reads back. */
+enum point { PIPE, TCP, N_POINTS };
+static int io_fd[N_POINTS][2] = { { -1, -1 }, { -1, -1 } }; /* write end, read end */
+static enum point cur;
 static char *io_buf;
 static unsigned io_bytes = 512;
 
@@ -121,8 +129,9 @@ static void raw_lookup_batch(void)
 	io_uring_cq_advance(&ring, n);
 }
 
-/* The real-I/O work per request: a write of io_bytes into the pipe, linked
- * to a read of as many back out, so each chain finds its bytes there. */
+/* The real-I/O work per request: a write of io_bytes into the current
+ * point, linked to a read of as many at its other end, so each chain finds
+ * its bytes there. */
 static void handle_io(struct req *r, int res)
 {
 	r->done += res == (int)io_bytes;
@@ -130,8 +139,15 @@ static void handle_io(struct req *r, int res)
 
 static void prep_io(struct io_uring_sqe *w, struct io_uring_sqe *rd, unsigned i)
 {
-	io_uring_prep_write(w, pipe_fd[1], io_buf + (size_t)i * io_bytes, io_bytes, 0);
-	io_uring_prep_read(rd, pipe_fd[0], io_buf + (size_t)i * io_bytes, io_bytes, 0);
+	char *buf = io_buf + (size_t)i * io_bytes;
+
+	if (cur == TCP) {
+		io_uring_prep_send(w, io_fd[TCP][0], buf, io_bytes, 0);
+		io_uring_prep_recv(rd, io_fd[TCP][1], buf, io_bytes, 0);
+	} else {
+		io_uring_prep_write(w, io_fd[PIPE][0], buf, io_bytes, 0);
+		io_uring_prep_read(rd, io_fd[PIPE][1], buf, io_bytes, 0);
+	}
 }
 
 static void raw_io_batch(void)
@@ -190,6 +206,30 @@ static void tracked_io_batch(void)
 	}
 	io_uring_submit_and_wait(&ring, depth / 2 * 2);
 	bh_uring_reap(tracker, on_cqe_io, NULL);
+}
+
+static void raw_pipe(void)
+{
+	cur = PIPE;
+	raw_io_batch();
+}
+
+static void tracked_pipe(void)
+{
+	cur = PIPE;
+	tracked_io_batch();
+}
+
+static void raw_tcp(void)
+{
+	cur = TCP;
+	raw_io_batch();
+}
+
+static void tracked_tcp(void)
+{
+	cur = TCP;
+	tracked_io_batch();
 }
 
 /* bh_uring_reap's callback is the application's handler. */
@@ -257,12 +297,14 @@ static double median(double *v, int n)
 	return v[n / 2];
 }
 
-enum mode { RAW, LOOKUP, BATCH, PER_OP, IO_RAW, IO_TRACKED, N_MODES };
+enum mode { RAW, LOOKUP, BATCH, PER_OP, IO_RAW, IO_TRACKED, TCP_RAW, TCP_TRACKED, N_MODES };
 
 static void (*const modes[N_MODES])(void) = { raw_batch,      raw_lookup_batch, tracked_batch,
-					       tracked_per_op, raw_io_batch,     tracked_io_batch };
-static const char *const names[N_MODES] = { "raw liburing, bare", "raw liburing, lookup",
-					    "tracker, batch",     "tracker, per op",
+					       tracked_per_op, raw_pipe,         tracked_pipe,
+					       raw_tcp,        tracked_tcp };
+static const char *const names[N_MODES] = { "raw liburing, bare",   "raw liburing, lookup",
+					    "tracker, batch",       "tracker, per op",
+					    "raw liburing, lookup", "tracker, per op",
 					    "raw liburing, lookup", "tracker, per op" };
 
 /* The median over the rounds of ns[m] / ns[base]. */
@@ -281,16 +323,38 @@ static void usage(const char *argv0)
 		"usage: %s [--quick] [-d depth] [-n ops per round] [-r rounds] [-b bytes]"
 		" [-m modes]\n"
 		"  --quick  short run (smoke test): 5 rounds of 16384 ops\n"
-		"  -b       bytes per pipe write and read in the real-I/O point (default 512)\n"
+		"  -b       bytes per write and read in the real-I/O points (default 512)\n"
 		"  -m       bit mask, for profiling: 1 raw bare, 2 raw lookup, 4 batch,\n"
-		"           8 per op, 16 pipe raw, 32 pipe tracked (default 63)\n",
+		"           8 per op, 16 pipe raw, 32 pipe tracked, 64 TCP raw,\n"
+		"           128 TCP tracked (default 255)\n",
 		argv0);
+}
+
+/* A TCP connection over 127.0.0.1: fd[0] the client's end (it sends), fd[1]
+ * the accepted end (it receives). No Nagle delay: each send goes at once. */
+static int tcp_pair(int fd[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	fd[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || fd[0] < 0 || bind(lfd, (struct sockaddr *)&a, len) != 0 ||
+	    listen(lfd, 1) != 0 || getsockname(lfd, (struct sockaddr *)&a, &len) != 0 ||
+	    connect(fd[0], (struct sockaddr *)&a, len) != 0 ||
+	    (fd[1] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+		fprintf(stderr, "loopback TCP: %s\n", strerror(errno));
+		return 1;
+	}
+	close(lfd);
+	setsockopt(fd[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
 }
 
 static int setup(void)
 {
 	struct bh_config cfg = { .max_concurrent = 1u << 16, .queue_capacity = 0 };
-	int r;
+	int r, opt;
 
 	/* twice the depth: the tracker keeps one SQE free for a timeout */
 	if ((r = io_uring_queue_init(2 * depth, &ring, 0)) < 0) {
@@ -315,16 +379,32 @@ static int setup(void)
 		reqs[i].op.data = &reqs[i];
 		reqs[i].cb = handle;
 	}
-	if (pipe(pipe_fd) != 0) {
+	if (pipe(io_fd[PIPE]) != 0) {
 		fprintf(stderr, "pipe: %s\n", strerror(errno));
 		return 1;
 	}
+	/* pipe() gives the read end first; io_fd is write end, read end */
+	opt = io_fd[PIPE][0], io_fd[PIPE][0] = io_fd[PIPE][1], io_fd[PIPE][1] = opt;
 	/* room for every chain's bytes at once, so no write waits (where the
 	 * pipe may grow that far; it never deadlocks: each read follows its
 	 * own write) */
-	if (fcntl(pipe_fd[1], F_GETPIPE_SZ) < (int)(depth / 2 * io_bytes))
-		fcntl(pipe_fd[1], F_SETPIPE_SZ, (int)(depth / 2 * io_bytes));
-	return 0;
+	if (fcntl(io_fd[PIPE][0], F_GETPIPE_SZ) < (int)(depth / 2 * io_bytes))
+		fcntl(io_fd[PIPE][0], F_SETPIPE_SZ, (int)(depth / 2 * io_bytes));
+	return tcp_pair(io_fd[TCP]);
+}
+
+/* A real-I/O point's figures: raw is its raw mode, raw + 1 its tracked. */
+static void report_io(const char *what, int raw, double ns[][128], const double *med,
+		      unsigned long nops, int rounds)
+{
+	double io = ratio(ns, raw + 1, raw, rounds);
+
+	printf("%s of %u bytes per op (a linked pair), %u ops per batch, %lu ops x %d rounds:\n",
+	       what, io_bytes, depth / 2, nops, rounds);
+	for (int m = raw; m <= raw + 1; m++)
+		printf("  %-22s %7.1f ns/op\n", names[m], med[m]);
+	printf("tracker's share of real I/O: %+.2f%% (target < 1%%: %s)\n", (io - 1) * 100,
+	       io < 1.01 ? "met" : "MISSED");
 }
 
 int main(int argc, char **argv)
@@ -360,9 +440,14 @@ int main(int argc, char **argv)
 	bench_print_machine(stdout);
 	if ((opt = setup()) != 0)
 		return opt;
-	/* a pipe round trip costs some 20 NOPs: fewer ops keep its rounds as short */
-	unsigned long n_of[N_MODES] = { nops, nops, nops, nops, nops / 16 + depth, nops / 16 + depth };
-	unsigned per[N_MODES] = { depth, depth, depth, depth, depth / 2, depth / 2 };
+	/* a pipe round trip costs some 10 NOPs, a TCP one some 60: fewer ops
+	 * keep their rounds short (TCP's still take some 0.1 s each: its
+	 * times move more from round to round) */
+	unsigned long n_of[N_MODES] = { nops,		  nops,		    nops,
+					nops,		  nops / 16 + depth, nops / 16 + depth,
+					nops / 16 + depth, nops / 16 + depth };
+	unsigned per[N_MODES] = { depth,     depth,	depth,	   depth,
+				  depth / 2, depth / 2, depth / 2, depth / 2 };
 	for (int m = 0; m < N_MODES; m++)
 		if (mask & (1u << m))
 			run(modes[m], n_of[m] / 8 + depth, per[m]); /* warm up */
@@ -392,17 +477,10 @@ int main(int argc, char **argv)
 		       bb <= 1.08 ? "met" : "MISSED", (ratio(ns, PER_OP, LOOKUP, rounds) - 1) * 100,
 		       (ratio(ns, PER_OP, RAW, rounds) - 1) * 100);
 	}
-	if ((mask & 48) == 48) {
-		double io = ratio(ns, IO_TRACKED, IO_RAW, rounds);
-
-		printf("pipe write+read of %u bytes per op (a linked pair), %u ops per batch,"
-		       " %lu ops x %d rounds:\n",
-		       io_bytes, depth / 2, n_of[IO_RAW], rounds);
-		for (int m = IO_RAW; m <= IO_TRACKED; m++)
-			printf("  %-22s %7.1f ns/op\n", names[m], med[m]);
-		printf("tracker's share of real I/O: %+.2f%% (target < 1%%: %s)\n", (io - 1) * 100,
-		       io < 1.01 ? "met" : "MISSED");
-	}
+	if ((mask & 48) == 48)
+		report_io("pipe write+read", IO_RAW, ns, med, n_of[IO_RAW], rounds);
+	if ((mask & 192) == 192)
+		report_io("loopback TCP send+recv", TCP_RAW, ns, med, n_of[TCP_RAW], rounds);
 	if (raw_in_flight || raw_strays)
 		printf("raw loop's books: %lu in flight, %lu strays (expected 0, 0)\n", raw_in_flight,
 		       raw_strays);

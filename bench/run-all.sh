@@ -183,8 +183,9 @@ done
 awk '
 /^  raw liburing, bare/ { bare = $4 }
 /^  raw liburing, lookup/ && !io { look = $4 }
-/^pipe write\+read/ { io = 1; bytes = $4 }
-io && /^  raw liburing, lookup/ { ioraw = $4 }
+/^pipe write\+read/ { io = "pipe"; bytes = $4 }
+/^loopback TCP send\+recv/ { io = "tcp"; bytes = $5 }
+io && /^  raw liburing, lookup/ { ioraw[io] = $4 }
 /^overhead at depth/ {
 	for (i = 1; i <= NF; i++) {
 		if ($i == "batch") ob = $(i + 1)
@@ -192,13 +193,15 @@ io && /^  raw liburing, lookup/ { ioraw = $4 }
 	}
 	d = $4; sub(/:$/, "", d)
 }
-/^tracker.s share of real I\/O:/ { share = $6 }
+/^tracker.s share of real I\/O:/ { share[io] = $6 }
 END {
 	if (ob == "") { print "| `./build/bench/bench_uring` | (not run: built without liburing, or no io_uring) | | |"; exit }
 	printf "| `./build/bench/bench_uring` | tracked NOPs at depth %s, batched, per op | %s | raw liburing that looks up and books its request (a %.0f ns operation) |\n", d, ob, look
 	printf "| `./build/bench/bench_uring` | the same | %s | bare raw liburing (a %.0f ns operation) |\n", oa, bare
-	if (share != "")
-		printf "| `./build/bench/bench_uring` | tracked pipe write+read of %s bytes, per op | %s | raw liburing (a %.0f ns operation) |\n", bytes, share, ioraw
+	if (share["pipe"] != "")
+		printf "| `./build/bench/bench_uring` | tracked pipe write+read of %s bytes, per op | %s | raw liburing (a %.0f ns operation) |\n", bytes, share["pipe"], ioraw["pipe"]
+	if (share["tcp"] != "")
+		printf "| `./build/bench/bench_uring` | tracked loopback TCP send+recv of %s bytes, per op | %s | raw liburing (a %.0f ns operation) |\n", bytes, share["tcp"], ioraw["tcp"]
 }' "$out/bench_uring.out"
 echo
 if [ -n "$all" ]; then

@@ -821,6 +821,82 @@ static void reap_done(struct fix *f, struct tally *ty, unsigned n)
 	assert_int_equal(ty->done, n);
 }
 
+/* A chain is checked whole, member by member, on the fast path too: a
+ * later member's user_data or CQE_SKIP_SUCCESS, or a pending SQE linked
+ * into the first that skips its CQE, refuses the op (its SQEs become NOPs
+ * whose CQEs the tracker swallows); a hard link is kept, not softened. */
+static void chain_refused(struct fix *f, struct bh_uring_op *op, bool batch)
+{
+	struct bh_uring_op *ops[1] = { op };
+
+	if (batch)
+		assert_int_equal(bh_uring_track_batch(f->t, ops, 1), -ECANCELED);
+	else
+		assert_int_equal(bh_uring_track(f->t, op, BH_FOREVER), -ECANCELED);
+	expect_refused_then_reaped(f, op, 2);
+}
+
+static void test_chain_checked_whole(void **state)
+{
+	struct fix *f = fix_new(16, 0, 4, 0, 0);
+	struct bh_uring_op op = { 0 }, op2 = { 0 }, *ops[2] = { &op, &op2 };
+	struct io_uring_sqe *s[2], *first[2], *own;
+	struct tally ty = { 0 };
+
+	(void)state;
+	for (int batch = 0; batch < 2; batch++) {
+		assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 2, s), 0);
+		io_uring_prep_nop(s[0]);
+		io_uring_prep_nop(s[1]);
+		io_uring_sqe_set_data64(s[1], 7); /* its CQE would be lost */
+		chain_refused(f, &op, batch);
+
+		assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 2, s), 0);
+		io_uring_prep_nop(s[0]);
+		io_uring_prep_nop(s[1]);
+		s[1]->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		chain_refused(f, &op, batch);
+
+		own = io_uring_get_sqe(&f->ring);
+		io_uring_prep_nop(own);
+		own->user_data = 5;
+		own->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+		assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 2, s), 0);
+		io_uring_prep_nop(s[0]);
+		io_uring_prep_nop(s[1]);
+		chain_refused(f, &op, batch); /* own NOP skips its CQE */
+	}
+	assert_int_equal(tstats(f->t).refused, 6);
+
+	/* two chains sealed in one batch, the first linked on into the second
+	 * (a caller's choice, without a deadline) */
+	assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 2, first), 0);
+	io_uring_prep_nop(first[0]);
+	io_uring_prep_nop(first[1]);
+	first[0]->flags |= IOSQE_IO_HARDLINK;
+	first[1]->flags |= IOSQE_IO_LINK;
+	assert_int_equal(bh_uring_get_sqes(f->t, &op2, f->bh, 2, 2, s), 0);
+	io_uring_prep_nop(s[0]);
+	io_uring_prep_nop(s[1]);
+	assert_int_equal(bh_uring_track_batch(f->t, ops, 2), 0);
+	assert_int_equal(first[0]->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK), IOSQE_IO_HARDLINK);
+	assert_int_equal(first[1]->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK), IOSQE_IO_LINK);
+	assert_int_equal(s[0]->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK), IOSQE_IO_LINK);
+	assert_false(s[1]->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+	assert_int_equal(in_flight(f->bh), 3);
+	submit(f, 4);
+	while (ty.done + ty.more + ty.foreign < 4) {
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
+		assert_true(bh_uring_reap(f->t, count_cqe, &ty) >= 0);
+	}
+	assert_int_equal(ty.foreign, 0);
+	assert_int_equal(ty.more, 2);
+	assert_int_equal(ty.done, 2);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).started, 2);
+	fix_free(f);
+}
+
 /* Each of track's outcomes has its own code, and the op is where the code
  * says: 0 tracked, -EALREADY tracked unchecked, -ECANCELED idle with its
  * permits back, -EINVAL unchanged. A batch returns the outcome that asks
@@ -1767,6 +1843,7 @@ int main(void)
 		cmocka_unit_test(test_track_refuses_broken_contracts),
 		cmocka_unit_test(test_track_outcomes_distinct),
 		cmocka_unit_test(test_chain_is_one_op),
+		cmocka_unit_test(test_chain_checked_whole),
 		cmocka_unit_test(test_batch_and_reap_coalesce),
 		cmocka_unit_test(test_foreign_cqes_pass_through),
 		cmocka_unit_test(test_cq_overflow_many_in_flight),

@@ -359,38 +359,59 @@ static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t d
 	return 0;
 }
 
-/* The common case in a few loads, for a one-SQE op without a deadline: its
- * SQE still pending, user_data intact, no CQE_SKIP_SUCCESS, and not linked
- * into from the SQE before it, unless that one is sealed (just tracked by
- * this call: clean, and nothing links into it; none: v->head - 1). */
+/* The common case in a few loads, for an op without a deadline: its SQEs
+ * still pending, their user_data intact, none with CQE_SKIP_SUCCESS, and
+ * the first not linked into from the SQE before it, unless that one is
+ * sealed (just tracked by this call: clean, and nothing links into it;
+ * none: v->head - 1). What the slow path checks, without its walk back. */
 static inline bool fast_trackable(const struct sq_view *v, const struct bh_uring_op *op,
 				  unsigned sealed)
 {
 	unsigned idx = op->sqe_idx;
-	const struct io_uring_sqe *sqe = &v->sqes[(idx & v->mask) << v->shift];
+	uint64_t ud = ud_make(op, TAG_OP);
+	const struct io_uring_sqe *sqe = sqe_in(v, idx);
 
 	if (idx - v->head >= v->tail - v->head)
 		return false;
-	if (sqe->user_data != ud_make(op, TAG_OP) || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
+	if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
 		return false;
+	for (unsigned i = 1; BHI_UNLIKELY(i < op->nr); i++) { /* the rest of a chain */
+		sqe = sqe_in(v, idx + i);
+		if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
+			return false;
+	}
 	return idx == v->head || idx - 1 == sealed ||
-	       !(v->sqes[((idx - 1) & v->mask) << v->shift].flags &
-		 (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+	       !(sqe_in(v, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
 }
 
-/* fast_trackable for one op, nothing sealed before it. */
+/* A chain's members but the last link to the next, as link_chain, through
+ * v (the ring's fields read once). */
+static inline void link_in(const struct sq_view *v, const struct bh_uring_op *op)
+{
+	for (unsigned i = 0; i + 1u < op->nr; i++) {
+		struct io_uring_sqe *sqe = sqe_in(v, op->sqe_idx + i);
+
+		if (!(sqe->flags & IOSQE_IO_HARDLINK))
+			sqe->flags |= IOSQE_IO_LINK;
+	}
+}
+
+/* fast_trackable for one op, nothing sealed before it; a chain is linked. */
 static inline bool track_fast(const bh_uring_t *t, const struct bh_uring_op *op)
 {
 	struct sq_view v = sq_view(t);
 
-	return fast_trackable(&v, op, v.head - 1);
+	if (!fast_trackable(&v, op, v.head - 1))
+		return false;
+	link_in(&v, op);
+	return true;
 }
 
 int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 {
 	if (BHI_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
 		return -EINVAL;
-	if (BHI_LIKELY(op->nr == 1 && deadline_ns == BH_FOREVER && track_fast(t, op))) {
+	if (BHI_LIKELY(deadline_ns == BH_FOREVER && track_fast(t, op))) {
 		op->state = OP_INFLIGHT;
 		t->st.started++;
 		return 0;
@@ -431,9 +452,10 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 			r = -EINVAL;
 			continue;
 		}
-		if (BHI_LIKELY(op->nr == 1 && fast_trackable(&v, op, sealed))) {
+		if (BHI_LIKELY(fast_trackable(&v, op, sealed))) {
+			link_in(&v, op);
 			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx;
+			sealed = op->sqe_idx + op->nr - 1u;
 			fast++;
 		} else {
 			r = worse(r, track_slow(t, op, BH_FOREVER));
