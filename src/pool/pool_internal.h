@@ -122,10 +122,14 @@ struct bh_pool {
 	_Atomic bool stop_now;                   /* bh_pool_shutdown_now: tasks cancelled */
 	_Atomic bool spin_on;                    /* polling has been paying off */
 	_Atomic uint32_t exits;                  /* futex: bumped when a worker leaves */
-	_Atomic uint32_t cached_hint;            /* = cached, read before the lock */
 
 	/* Everything below is under lock. */
 	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
+	/* = cached, read before the lock. On the lock's line: it changes with
+	 * every task, and the submitter that reads it takes the lock next, so
+	 * on the read-mostly line above it would cost both sides a miss on
+	 * every field there. */
+	_Atomic uint32_t cached_hint;
 	struct bhp_tasks queue;      /* FIFO */
 	struct bhp_workers pollers;  /* idle and polling: handed tasks first */
 	struct bhp_workers sleepers; /* idle, LIFO: the warmest first, the coldest time out */
