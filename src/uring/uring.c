@@ -359,52 +359,64 @@ static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t d
 	return 0;
 }
 
-/* The common case in a few loads, for an op without a deadline: its SQEs
- * still pending, their user_data intact, none with CQE_SKIP_SUCCESS, and
- * the first not linked into from the SQE before it, unless that one is
- * sealed (just tracked by this call: clean, and nothing links into it;
- * none: v->head - 1). What the slow path checks, without its walk back. */
+/* The common case in a few loads, for a one-SQE op without a deadline: its
+ * SQE still pending, user_data intact, no CQE_SKIP_SUCCESS, and not linked
+ * into from the SQE before it, unless that one is sealed (just tracked by
+ * this call: clean, and nothing links into it; none: v->head - 1). What the
+ * slow path checks, without its walk back. */
+static inline bool sqe_clean(const struct io_uring_sqe *sqe, uint64_t ud)
+{
+	return sqe->user_data == ud && !(sqe->flags & IOSQE_CQE_SKIP_SUCCESS);
+}
+
 static inline bool fast_trackable(const struct sq_view *v, const struct bh_uring_op *op,
 				  unsigned sealed)
 {
 	unsigned idx = op->sqe_idx;
-	uint64_t ud = ud_make(op, TAG_OP);
-	const struct io_uring_sqe *sqe = sqe_in(v, idx);
 
-	if (idx - v->head >= v->tail - v->head)
+	if (idx - v->head >= v->tail - v->head || !sqe_clean(sqe_in(v, idx), ud_make(op, TAG_OP)))
 		return false;
-	if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
-		return false;
-	for (unsigned i = 1; BHI_UNLIKELY(i < op->nr); i++) { /* the rest of a chain */
-		sqe = sqe_in(v, idx + i);
-		if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
-			return false;
-	}
 	return idx == v->head || idx - 1 == sealed ||
 	       !(sqe_in(v, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
 }
 
-/* A chain's members but the last link to the next, as link_chain, through
- * v (the ring's fields read once). */
-static inline void link_in(const struct sq_view *v, const struct bh_uring_op *op)
+/* The same for a chain without a deadline, member by member, and then its
+ * members but the last linked to the next, as link_chain, through v (the
+ * ring's fields read once). Out of line: the one-SQE ops of a batch must
+ * not pay for its loops. */
+static __attribute__((noinline)) bool chain_tracked(const struct sq_view *v,
+						    const struct bh_uring_op *op, unsigned sealed)
 {
+	uint64_t ud = ud_make(op, TAG_OP);
+
+	if (!fast_trackable(v, op, sealed))
+		return false;
+	for (unsigned i = 1; i < op->nr; i++)
+		if (!sqe_clean(sqe_in(v, op->sqe_idx + i), ud))
+			return false;
 	for (unsigned i = 0; i + 1u < op->nr; i++) {
 		struct io_uring_sqe *sqe = sqe_in(v, op->sqe_idx + i);
 
 		if (!(sqe->flags & IOSQE_IO_HARDLINK))
 			sqe->flags |= IOSQE_IO_LINK;
 	}
+	return true;
 }
 
-/* fast_trackable for one op, nothing sealed before it; a chain is linked. */
+/* Whether op, without a deadline, is sealed on the fast path (a chain is
+ * linked when it is). */
+static inline bool fast_tracked(const struct sq_view *v, const struct bh_uring_op *op,
+				unsigned sealed)
+{
+	return BHI_LIKELY(op->nr == 1) ? fast_trackable(v, op, sealed) : chain_tracked(v, op, sealed);
+}
+
+/* fast_tracked for one op, nothing sealed before it. */
 static inline bool track_fast(const bh_uring_t *t, const struct bh_uring_op *op)
 {
 	struct sq_view v = sq_view(t);
 
-	if (!fast_trackable(&v, op, v.head - 1))
-		return false;
-	link_in(&v, op);
-	return true;
+	return fast_tracked(&v, op, v.head - 1);
 }
 
 int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
@@ -452,10 +464,9 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 			r = -EINVAL;
 			continue;
 		}
-		if (BHI_LIKELY(fast_trackable(&v, op, sealed))) {
-			link_in(&v, op);
+		if (BHI_LIKELY(fast_tracked(&v, op, sealed))) {
 			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx + op->nr - 1u;
+			sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
 			fast++;
 		} else {
 			r = worse(r, track_slow(t, op, BH_FOREVER));
