@@ -267,13 +267,14 @@ static double uncontended_ns(enum impl kind, long iters)
 	return (double)(t1 - t0) / (double)iters;
 }
 
-static double spin_per_ns;
+/* The critical section: cs_spins turns of an empty loop, about 100 ns;
+ * calibrated at start unless --spins gives it (so that separate runs, as
+ * bench/scaling.sh makes, all hold the permit equally long). */
+static long cs_spins;
 
 static void critical_section(void)
 {
-	long n = (long)(100.0 * spin_per_ns);
-
-	for (volatile long i = 0; i < n; i++)
+	for (volatile long i = 0; i < cs_spins; i++)
 		;
 }
 
@@ -282,9 +283,13 @@ static void calibrate(void)
 	long n = 20000000;
 	uint64_t t0 = bh_now_ns();
 
+	if (cs_spins)
+		return;
 	for (volatile long i = 0; i < n; i++)
 		;
-	spin_per_ns = (double)n / (double)(bh_now_ns() - t0);
+	cs_spins = (long)(100.0 * (double)n / (double)(bh_now_ns() - t0));
+	if (cs_spins < 1)
+		cs_spins = 1;
 }
 
 struct run {
@@ -292,6 +297,7 @@ struct run {
 	_Atomic bool *stop;
 	_Atomic int *inside;
 	unsigned permits;
+	bool check; /* count who is inside: only when there are more threads than permits */
 	long ops;
 	bool overrun;
 };
@@ -302,10 +308,12 @@ static void *contender(void *p)
 
 	while (!atomic_load_explicit(r->stop, memory_order_relaxed)) {
 		lim_acquire(r->l);
-		if (atomic_fetch_add_explicit(r->inside, 1, memory_order_relaxed) >= (int)r->permits)
+		if (r->check &&
+		    atomic_fetch_add_explicit(r->inside, 1, memory_order_relaxed) >= (int)r->permits)
 			r->overrun = true;
 		critical_section();
-		atomic_fetch_sub_explicit(r->inside, 1, memory_order_relaxed);
+		if (r->check)
+			atomic_fetch_sub_explicit(r->inside, 1, memory_order_relaxed);
 		lim_release(r->l);
 		r->ops++;
 	}
@@ -326,7 +334,11 @@ static double contended_ops(enum impl kind, int threads, unsigned permits, unsig
 	lim_init(&l, kind, permits);
 	t0 = bh_now_ns();
 	for (int i = 0; i < threads; i++) {
-		r[i] = (struct run){ .l = &l, .stop = &stop, .inside = &inside, .permits = permits };
+		/* With no more threads than permits nobody can be let in
+		 * wrongly, and the count's shared line would be a second
+		 * bottleneck beside the limiter's own. */
+		r[i] = (struct run){ .l = &l, .stop = &stop, .inside = &inside, .permits = permits,
+				     .check = threads > (int)permits };
 		pthread_create(&t[i], NULL, contender, &r[i]);
 	}
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
@@ -452,6 +464,8 @@ static void usage(const char *argv0)
 		"  --reps N    rounds per figure, median reported (default 5)\n"
 		"  --ms MS     duration of one contended round (default 400)\n"
 		"  --iters N   uncontended pairs per round (default 20000000)\n"
+		"  --spins N   the critical section's length in loop turns (default:\n"
+		"              calibrated to about 100 ns, and printed)\n"
 		"  --only I,T,P  one contended figure: impl I (2 sem_t, 3 FIFO condvar,\n"
 		"              4 ticket condvar, 5 bulkhead unfair, 6 BH_FAIR), T threads, P permits\n",
 		argv0);
@@ -462,7 +476,8 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "quick", no_argument, 0, 'q' }, { "reps", required_argument, 0, 'r' },
 		{ "ms", required_argument, 0, 'm' }, { "iters", required_argument, 0, 'i' },
-		{ "only", required_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
+		{ "only", required_argument, 0, 'o' }, { "spins", required_argument, 0, 's' },
+		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	int only_impl = -1, only_thr = 0, only_permits = 0;
@@ -470,7 +485,7 @@ int main(int argc, char **argv)
 	unsigned ms = 400;
 	long iters = 20000000;
 
-	while ((c = getopt_long(argc, argv, "qr:m:i:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qr:m:i:s:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q':
 			reps = 1, ms = 100, iters = 1000000;
@@ -483,6 +498,13 @@ int main(int argc, char **argv)
 			break;
 		case 'i':
 			iters = atol(optarg);
+			break;
+		case 's':
+			cs_spins = atol(optarg);
+			if (cs_spins < 1) {
+				usage(argv[0]);
+				return 2;
+			}
 			break;
 		case 'o':
 			if (sscanf(optarg, "%d,%d,%d", &only_impl, &only_thr, &only_permits) != 3 ||
@@ -506,6 +528,7 @@ int main(int argc, char **argv)
 	}
 	bench_print_machine(stdout);
 	calibrate();
+	printf("critical section: %ld spins (about 100 ns when calibrated)\n", cs_spins);
 	/* A real server has threads; glibc's mutexes skip their atomics while a
 	 * process has only one, which would flatter the condvar anchors. */
 	pthread_t idle;

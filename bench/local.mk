@@ -14,4 +14,9 @@ bench: all
 	$(SHELL) $(srcdir)/bench/run-all.sh $(abs_builddir)
 bench-quick: all
 	$(SHELL) $(srcdir)/bench/run-all.sh --quick $(abs_builddir)
-.PHONY: bench bench-quick
+# `make bench-scaling`: the contended figures at 1 to 16 threads, against
+# sem_t (bench/scaling.sh; docs/performance.md has its results).
+EXTRA_DIST += bench/scaling.sh
+bench-scaling: all
+	$(SHELL) $(srcdir)/bench/scaling.sh $(abs_builddir)
+.PHONY: bench bench-quick bench-scaling

@@ -9,21 +9,23 @@
 #              still comes out, in seconds; its numbers are noise. Implies
 #              --all, so that every benchmark is run
 #   --all      then the benchmarks outside the table too (bench_shm,
-#              bench_cluster, bench_adaptive cost), their output as it is
+#              bench_cluster, bench_adaptive cost, bench/scaling.sh), their
+#              output as it is
 #   BUILD_DIR  where the benchmarks were built (default: build, beside
 #              this script's directory)
 #
 # Each benchmark's own output is kept in BH_BENCH_OUT when that is set (a
-# directory), else thrown away at the end. A benchmark, not a test: it exits 0 whatever the figures are; 1 when
-# a benchmark crashed or refused its arguments (so the quick form is a smoke
-# run of every benchmark); one that exits 77 (io_uring missing) is left out.
+# directory), else thrown away at the end. A benchmark, not a test: it
+# exits 0 whatever the figures are; 1 when a benchmark crashed or refused
+# its arguments (so the quick form is a smoke run of every benchmark); one
+# that exits 77 (io_uring missing) is left out.
 set -e
 quick= all=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1 all=1; shift ;;
 	--all) all=1; shift ;;
-	-h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	*) break ;;
 	esac
 done
@@ -217,6 +219,14 @@ if [ -n "$all" ]; then
 		echo
 		sed -e '/^machine: /d' -e 's/^/    /' "$out/$name.out"
 	done
+	echo
+	echo "\`bench/scaling.sh\`:"
+	echo
+	# shellcheck disable=SC2086
+	if ! sh "$top/bench/scaling.sh" ${quick:+--quick} "$b" >"$out/scaling.out" 2>&1; then
+		failed="$failed scaling.sh"
+	fi
+	sed -e '/^machine: /d' "$out/scaling.out"
 fi
 [ -z "$BH_BENCH_OUT" ] || { echo; echo "Each benchmark's own output: $out"; }
 [ -z "$failed" ] || { echo "failed:$failed" >&2; exit 1; }

@@ -1,6 +1,6 @@
 # Design notes, installed next to the man pages that point to them (in
 # $(docdir), share/doc/libbulkhead under the prefix), and man pages.
-dist_doc_DATA = docs/design.md docs/sizing.md docs/pool.md docs/uring.md
+dist_doc_DATA = docs/design.md docs/sizing.md docs/pool.md docs/uring.md docs/performance.md
 
 # One page per public function of the core, the overview bulkhead(7), and
 # the commands. Areas with their own headers add their pages to
