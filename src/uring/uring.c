@@ -485,19 +485,11 @@ static void rel_flush(struct rel_batch *rb)
 	rb->used = 0;
 }
 
-/* Give back n permits of bh, now (rb NULL) or with the rest of the batch. */
-static inline void rel_add(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
+/* Give back n permits of bh with the rest of the batch. */
+static void rel_add(struct rel_batch *rb, bulkhead_t *bh, uint32_t n)
 {
 	unsigned i;
 
-	if (!rb) {
-		bh_release(bh, n);
-		return;
-	}
-	if (BHI_LIKELY(rb->used && rb->bh[rb->used - 1] == bh)) {
-		rb->n[rb->used - 1] += n;
-		return;
-	}
 	for (i = 0; i < rb->used; i++) {
 		if (rb->bh[i] == bh) {
 			rb->n[i] += n;
@@ -531,9 +523,11 @@ static BHI_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint
 }
 
 /* A tracked op's CQE: MORE, or DONE at the final CQE of its last chain
- * member, when its permits go to rb (or back at once). The caller counts. */
+ * member. On DONE the caller gives op->n permits of op->bh back (the op is
+ * idle, but nobody else can reuse it before the caller's fn sees it) and
+ * counts. */
 static inline int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op *op,
-			 struct rel_batch *rb, uint64_t *now)
+			 uint64_t *now)
 {
 	if (BHI_UNLIKELY(op->t != t || op->state < OP_ARMED))
 		return stray(t);
@@ -543,7 +537,6 @@ static inline int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct b
 	op->state = OP_IDLE;
 	if (BHI_UNLIKELY(op->flags & OPF_TIMED))
 		sample_done(op, cqe->res, now);
-	rel_add(rb, op->bh, op->n);
 	return BH_URING_DONE;
 }
 
@@ -558,9 +551,10 @@ static BHI_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, en
 	return BH_URING_HELPER;
 }
 
-/* Classify one CQE and update the books; releases go to rb (or out now). */
+/* Classify one CQE and update the books (the caller gives a DONE op's
+ * permits back). */
 static inline int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **opp,
-			   struct rel_batch *rb, uint64_t *now)
+			   uint64_t *now)
 {
 	uint64_t ud = cqe->user_data;
 
@@ -571,7 +565,7 @@ static inline int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct
 		return helper_cqe(t, cqe, (enum ud_tag)(ud & UD_TAG_MASK));
 	}
 	*opp = ud_ptr(ud);
-	return op_cqe(t, cqe, *opp, rb, now);
+	return op_cqe(t, cqe, *opp, now);
 }
 
 static inline bool is_wake(const struct io_uring_cqe *cqe)
@@ -581,14 +575,15 @@ static inline bool is_wake(const struct io_uring_cqe *cqe)
 
 int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **op)
 {
-	struct bh_uring_op *dummy;
+	struct bh_uring_op *dummy, **opp = op ? op : &dummy;
 	uint64_t now = 0;
 	int kind;
 
 	if (!t || !cqe)
 		return -EINVAL;
-	kind = classify(t, cqe, op ? op : &dummy, NULL, &now);
+	kind = classify(t, cqe, opp, &now);
 	if (kind == BH_URING_DONE) {
+		bh_release((*opp)->bh, (*opp)->n);
 		t->ops--;
 		t->st.finished++;
 	}
@@ -610,27 +605,46 @@ struct chunk {
 };
 
 /* Book the n CQEs from head into k and give their permits back in one
- * batch. Inlined into reap_chunk (the reap's hot loop). */
+ * batch. Inlined into reap_chunk (the reap's hot loop). A run of DONE ops
+ * of one bulkhead (the common case) adds up in locals, which the stores to
+ * the records cannot alias: rb takes a run only when the bulkhead changes. */
 static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct chunk *k)
 {
 	struct io_uring_cq *cq = &t->ring->cq;
-	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(t->ring);
+	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(t->ring), done = 0;
 	struct rel_batch rb;
+	bulkhead_t *run_bh = NULL;
+	uint32_t run_n = 0; /* at most CHUNK ops of at most BH_LIMIT_MAX each */
 	uint64_t now = 0;
+	bool woken = false;
 
 	rb.used = 0;
-	k->done = 0;
-	k->woken = false;
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_cqe *cqe = &cq->cqes[((head + i) & mask) << shift];
-		int kind = classify(t, cqe, &k->e[i].op, &rb, &now);
+		struct bh_uring_op *op;
+		int kind = classify(t, cqe, &op, &now);
 
 		k->e[i].cqe = cqe;
+		k->e[i].op = op;
 		k->e[i].kind = kind;
-		k->done += kind == BH_URING_DONE;
-		k->woken |= kind == BH_URING_HELPER && is_wake(cqe);
+		if (kind == BH_URING_DONE) {
+			done++;
+			if (BHI_LIKELY(op->bh == run_bh)) {
+				run_n += op->n;
+			} else {
+				if (run_bh)
+					rel_add(&rb, run_bh, run_n);
+				run_bh = op->bh;
+				run_n = op->n;
+			}
+		}
+		woken |= kind == BH_URING_HELPER && is_wake(cqe);
 	}
+	if (run_bh)
+		rel_add(&rb, run_bh, run_n);
 	rel_flush(&rb);
+	k->done = done;
+	k->woken = woken;
 }
 
 /* One batch: book up to CHUNK CQEs, give the permits back, then show them to
