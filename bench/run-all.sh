@@ -91,10 +91,15 @@ failed=
 	run bench_uring $uring_args
 }
 # The pool's throughput over a grid of pool threads x submitters, throughput
-# only (-m t), each cell its own interleaved run.
+# only (-m t), each cell its own interleaved run: 11 rounds, not 5, as with
+# more threads than CPUs one round's ratio moves by half from the next one's
+# (a round is a tenth of a second).
+grid_args=${quick:+$pool_args}
+grid_args=${grid_args:--r 11}
 for t in 1 2; do
 	for sub in 1 2 4; do
-		run_as "pool_t${t}_s${sub}" bench_pool $pool_args -m t -t "$t" -s "$sub"
+		# shellcheck disable=SC2086
+		run_as "pool_t${t}_s${sub}" bench_pool $grid_args -m t -t "$t" -s "$sub"
 	done
 done
 
