@@ -354,7 +354,7 @@ static int tcp_pair(int fd[2])
 static int setup(void)
 {
 	struct bh_config cfg = { .max_concurrent = 1u << 16, .queue_capacity = 0 };
-	int r, opt;
+	int r, p[2];
 
 	/* twice the depth: the tracker keeps one SQE free for a timeout */
 	if ((r = io_uring_queue_init(2 * depth, &ring, 0)) < 0) {
@@ -379,12 +379,12 @@ static int setup(void)
 		reqs[i].op.data = &reqs[i];
 		reqs[i].cb = handle;
 	}
-	if (pipe(io_fd[PIPE]) != 0) {
+	if (pipe(p) != 0) {
 		fprintf(stderr, "pipe: %s\n", strerror(errno));
 		return 1;
 	}
-	/* pipe() gives the read end first; io_fd is write end, read end */
-	opt = io_fd[PIPE][0], io_fd[PIPE][0] = io_fd[PIPE][1], io_fd[PIPE][1] = opt;
+	io_fd[PIPE][0] = p[1]; /* write end first, as for TCP */
+	io_fd[PIPE][1] = p[0];
 	/* room for every chain's bytes at once, so no write waits (where the
 	 * pipe may grow that far; it never deadlocks: each read follows its
 	 * own write) */
