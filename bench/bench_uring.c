@@ -208,30 +208,6 @@ static void tracked_io_batch(void)
 	bh_uring_reap(tracker, on_cqe_io, NULL);
 }
 
-static void raw_pipe(void)
-{
-	cur = PIPE;
-	raw_io_batch();
-}
-
-static void tracked_pipe(void)
-{
-	cur = PIPE;
-	tracked_io_batch();
-}
-
-static void raw_tcp(void)
-{
-	cur = TCP;
-	raw_io_batch();
-}
-
-static void tracked_tcp(void)
-{
-	cur = TCP;
-	tracked_io_batch();
-}
-
 /* bh_uring_reap's callback is the application's handler. */
 static void on_cqe(void *ctx, struct io_uring_cqe *cqe, int kind, struct bh_uring_op *op)
 {
@@ -273,12 +249,28 @@ static void tracked_per_op(void)
 	io_uring_cq_advance(&ring, n);
 }
 
-/* ns per op over about nops ops, per_batch ops in each batch. */
-static double run(void (*batch)(void), unsigned long nops, unsigned per_batch)
-{
-	unsigned long batches = nops / per_batch;
-	uint64_t t0 = bh_now_ns();
+enum mode { RAW, LOOKUP, BATCH, PER_OP, IO_RAW, IO_TRACKED, TCP_RAW, TCP_TRACKED, N_MODES };
 
+static void (*const modes[N_MODES])(void) = { raw_batch,      raw_lookup_batch, tracked_batch,
+					       tracked_per_op, raw_io_batch,     tracked_io_batch,
+					       raw_io_batch,   tracked_io_batch };
+/* Where a real-I/O mode's chains write and read (cur, for prep_io; PIPE is
+ * 0, the rest's default). */
+static const enum point point_of[N_MODES] = { [TCP_RAW] = TCP, [TCP_TRACKED] = TCP };
+static const char *const names[N_MODES] = { "raw liburing, bare",   "raw liburing, lookup",
+					    "tracker, batch",       "tracker, per op",
+					    "raw liburing, lookup", "tracker, per op",
+					    "raw liburing, lookup", "tracker, per op" };
+
+/* ns per op of mode m over about nops ops, per_batch ops in each batch. */
+static double run(int m, unsigned long nops, unsigned per_batch)
+{
+	void (*batch)(void) = modes[m];
+	unsigned long batches = nops / per_batch;
+	uint64_t t0;
+
+	cur = point_of[m];
+	t0 = bh_now_ns();
 	for (unsigned long i = 0; i < batches; i++)
 		batch();
 	return (double)(bh_now_ns() - t0) / (double)(batches * per_batch);
@@ -296,16 +288,6 @@ static double median(double *v, int n)
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	return v[n / 2];
 }
-
-enum mode { RAW, LOOKUP, BATCH, PER_OP, IO_RAW, IO_TRACKED, TCP_RAW, TCP_TRACKED, N_MODES };
-
-static void (*const modes[N_MODES])(void) = { raw_batch,      raw_lookup_batch, tracked_batch,
-					       tracked_per_op, raw_pipe,         tracked_pipe,
-					       raw_tcp,        tracked_tcp };
-static const char *const names[N_MODES] = { "raw liburing, bare",   "raw liburing, lookup",
-					    "tracker, batch",       "tracker, per op",
-					    "raw liburing, lookup", "tracker, per op",
-					    "raw liburing, lookup", "tracker, per op" };
 
 /* The median over the rounds of ns[m] / ns[base]. */
 static double ratio(double ns[][128], int m, int base, int rounds)
@@ -450,12 +432,12 @@ int main(int argc, char **argv)
 				  depth / 2, depth / 2, depth / 2, depth / 2 };
 	for (int m = 0; m < N_MODES; m++)
 		if (mask & (1u << m))
-			run(modes[m], n_of[m] / 8 + depth, per[m]); /* warm up */
+			run(m, n_of[m] / 8 + depth, per[m]); /* warm up */
 	for (int i = 0; i < rounds; i++)
 		for (int n = 0; n < N_MODES; n++) { /* the order rotates from round to round */
 			int m = (n + i) % N_MODES;
 
-			ns[m][i] = mask & (1u << m) ? run(modes[m], n_of[m], per[m]) : 0;
+			ns[m][i] = mask & (1u << m) ? run(m, n_of[m], per[m]) : 0;
 		}
 	for (int m = 0; m < N_MODES; m++) {
 		memcpy(v, ns[m], sizeof(double) * (size_t)rounds);
