@@ -821,7 +821,7 @@ static void reap_done(struct fix *f, struct tally *ty, unsigned n)
 	assert_int_equal(ty->done, n);
 }
 
-/* A chain is checked whole, member by member, on the fast path too: a
+/* A chain is checked whole, member by member, alone and in a batch: a
  * later member's user_data or CQE_SKIP_SUCCESS, or a pending SQE linked
  * into the first that skips its CQE, refuses the op (its SQEs become NOPs
  * whose CQEs the tracker swallows); a hard link is kept, not softened. */

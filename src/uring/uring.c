@@ -362,68 +362,35 @@ static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t d
 /* The common case in a few loads, for a one-SQE op without a deadline: its
  * SQE still pending, user_data intact, no CQE_SKIP_SUCCESS, and not linked
  * into from the SQE before it, unless that one is sealed (just tracked by
- * this call: clean, and nothing links into it; none: v->head - 1). What the
- * slow path checks, without its walk back. */
-static inline bool sqe_clean(const struct io_uring_sqe *sqe, uint64_t ud)
-{
-	return sqe->user_data == ud && !(sqe->flags & IOSQE_CQE_SKIP_SUCCESS);
-}
-
+ * this call: clean, and nothing links into it; none: v->head - 1). */
 static inline bool fast_trackable(const struct sq_view *v, const struct bh_uring_op *op,
 				  unsigned sealed)
 {
 	unsigned idx = op->sqe_idx;
+	const struct io_uring_sqe *sqe = &v->sqes[(idx & v->mask) << v->shift];
 
-	if (idx - v->head >= v->tail - v->head || !sqe_clean(sqe_in(v, idx), ud_make(op, TAG_OP)))
+	if (idx - v->head >= v->tail - v->head)
+		return false;
+	if (sqe->user_data != ud_make(op, TAG_OP) || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
 		return false;
 	return idx == v->head || idx - 1 == sealed ||
-	       !(sqe_in(v, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+	       !(v->sqes[((idx - 1) & v->mask) << v->shift].flags &
+		 (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
 }
 
-/* The same for a chain without a deadline, member by member, and then its
- * members but the last linked to the next, as link_chain, through v (the
- * ring's fields read once). Out of line: the one-SQE ops of a batch must
- * not pay for its loops. */
-static __attribute__((noinline)) bool chain_tracked(const struct sq_view *v,
-						    const struct bh_uring_op *op, unsigned sealed)
-{
-	uint64_t ud = ud_make(op, TAG_OP);
-
-	if (!fast_trackable(v, op, sealed))
-		return false;
-	for (unsigned i = 1; i < op->nr; i++)
-		if (!sqe_clean(sqe_in(v, op->sqe_idx + i), ud))
-			return false;
-	for (unsigned i = 0; i + 1u < op->nr; i++) {
-		struct io_uring_sqe *sqe = sqe_in(v, op->sqe_idx + i);
-
-		if (!(sqe->flags & IOSQE_IO_HARDLINK))
-			sqe->flags |= IOSQE_IO_LINK;
-	}
-	return true;
-}
-
-/* Whether op, without a deadline, is sealed on the fast path (a chain is
- * linked when it is). */
-static inline bool fast_tracked(const struct sq_view *v, const struct bh_uring_op *op,
-				unsigned sealed)
-{
-	return BHI_LIKELY(op->nr == 1) ? fast_trackable(v, op, sealed) : chain_tracked(v, op, sealed);
-}
-
-/* fast_tracked for one op, nothing sealed before it. */
+/* fast_trackable for one op, nothing sealed before it. */
 static inline bool track_fast(const bh_uring_t *t, const struct bh_uring_op *op)
 {
 	struct sq_view v = sq_view(t);
 
-	return fast_tracked(&v, op, v.head - 1);
+	return fast_trackable(&v, op, v.head - 1);
 }
 
 int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 {
 	if (BHI_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
 		return -EINVAL;
-	if (BHI_LIKELY(deadline_ns == BH_FOREVER && track_fast(t, op))) {
+	if (BHI_LIKELY(op->nr == 1 && deadline_ns == BH_FOREVER && track_fast(t, op))) {
 		op->state = OP_INFLIGHT;
 		t->st.started++;
 		return 0;
@@ -464,9 +431,9 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 			r = -EINVAL;
 			continue;
 		}
-		if (BHI_LIKELY(fast_tracked(&v, op, sealed))) {
+		if (BHI_LIKELY(op->nr == 1 && fast_trackable(&v, op, sealed))) {
 			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
+			sealed = op->sqe_idx;
 			fast++;
 		} else {
 			r = worse(r, track_slow(t, op, BH_FOREVER));
@@ -575,15 +542,17 @@ static inline bool is_wake(const struct io_uring_cqe *cqe)
 
 int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **op)
 {
-	struct bh_uring_op *dummy, **opp = op ? op : &dummy;
+	struct bh_uring_op *o;
 	uint64_t now = 0;
 	int kind;
 
 	if (!t || !cqe)
 		return -EINVAL;
-	kind = classify(t, cqe, opp, &now);
+	kind = classify(t, cqe, &o, &now);
+	if (op)
+		*op = o;
 	if (kind == BH_URING_DONE) {
-		bh_release((*opp)->bh, (*opp)->n);
+		bh_release(o->bh, o->n);
 		t->ops--;
 		t->st.finished++;
 	}
