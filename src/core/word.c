@@ -192,7 +192,7 @@ static __attribute__((noinline)) int try_rare(struct bulkhead *bh, uint32_t n)
 	return take_rare(bh, n) ? 0 : refuse(bh, load_word(bh), n);
 }
 
-static __attribute__((noinline)) int try_gated(struct bulkhead *bh, uint32_t n)
+static __attribute__((noinline)) BHI_HOT_ENTRY int try_gated(struct bulkhead *bh, uint32_t n)
 {
 	struct bhi_slot *s;
 
@@ -213,7 +213,7 @@ static __attribute__((noinline)) int try_quiet(struct bulkhead *bh, uint32_t n)
 	return refuse(bh, load_word(bh), n);
 }
 
-int bh_try_acquire(bulkhead_t *bh, uint32_t n)
+BHI_HOT_ENTRY int bh_try_acquire(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = plain_slot(bh);
 
@@ -241,8 +241,8 @@ static __attribute__((noinline)) int acquire_rare(struct bulkhead *bh, uint32_t 
 	return take_rare(bh, n) ? 0 : bhi_acquire_slow(bh, n, deadline_ns);
 }
 
-static __attribute__((noinline)) int acquire_gated(struct bulkhead *bh, uint32_t n,
-						   uint64_t deadline_ns)
+static __attribute__((noinline)) BHI_HOT_ENTRY int acquire_gated(struct bulkhead *bh, uint32_t n,
+								 uint64_t deadline_ns)
 {
 	struct bhi_slot *s;
 
@@ -264,7 +264,7 @@ static __attribute__((noinline)) int acquire_quiet(struct bulkhead *bh, uint32_t
 	return bhi_acquire_slow(bh, n, deadline_ns);
 }
 
-int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
+BHI_HOT_ENTRY int bh_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
 	struct bhi_slot *s = plain_slot(bh);
 
@@ -335,7 +335,7 @@ static __attribute__((noinline)) int release_quiet(struct bulkhead *bh, uint32_t
 	return give_word(bh, NULL, BH_NO_STATS, n);
 }
 
-int bh_release(bulkhead_t *bh, uint32_t n)
+BHI_HOT_ENTRY int bh_release(bulkhead_t *bh, uint32_t n)
 {
 	struct bhi_slot *s = plain_give_slot(bh);
 

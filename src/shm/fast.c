@@ -3,11 +3,12 @@
  * Every thread that uses the bulkhead owns one slot in the segment (its
  * ledger and its counters), found through the process's thread map. The
  * ledger is the truth about what the process holds: the shared word is a
- * cache that a recovery can rebuild from the ledgers of the living. A fast path opens a window (S_PEND in the ledger), CASes the
- * word, and closes the window with the new count in the same store, so a
- * process that dies anywhere leaves either a closed ledger that is exact or
- * an open window, which makes its recovery rebuild the word instead of
- * trusting that ledger (reclaim.c).
+ * cache that a recovery can rebuild from the ledgers of the living. A fast
+ * path opens a window (S_PEND in the ledger), CASes the word, and closes
+ * the window with the new count in the same store, so a process that dies
+ * anywhere leaves either a closed ledger that is exact or an open window,
+ * which makes its recovery rebuild the word instead of trusting that ledger
+ * (reclaim.c).
  *
  * A permit taken on one thread may be released on another of the same
  * process: a release that finds too few permits in its own ledger moves
@@ -469,7 +470,7 @@ static __attribute__((noinline)) int try_rest(struct bhs_att *a, struct bhs_slot
 	return bhs_try_slow(a, n);
 }
 
-int bhs_try_acquire(bulkhead_t *bh, uint32_t n)
+BHI_HOT_ENTRY int bhs_try_acquire(bulkhead_t *bh, uint32_t n)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
@@ -487,7 +488,7 @@ static __attribute__((noinline)) int acquire_rest(struct bhs_att *a, struct bhs_
 	return bhs_acquire_slow(a, n, deadline_ns);
 }
 
-int bhs_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
+BHI_HOT_ENTRY int bhs_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
@@ -515,7 +516,7 @@ static __attribute__((noinline)) int release_rest(bulkhead_t *bh, uint64_t n)
 	return r;
 }
 
-int bhs_release(bulkhead_t *bh, uint32_t n32)
+BHI_HOT_ENTRY int bhs_release(bulkhead_t *bh, uint32_t n32)
 {
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
