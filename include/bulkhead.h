@@ -155,7 +155,8 @@ struct bh_stats {
 	uint64_t cancelled;     /* waiters removed by pthread_cancel or bh_cancel_async */
 	uint64_t over_released; /* -EOVERFLOW from bh_release, and cancelled waiters'
 	                         * permits found already given back (bh_acquire(3)) */
-	uint64_t released;      /* successful releases (calls) */
+	uint64_t released;      /* successful releases (calls); derived from the
+	                         * takes and the permits held, see bh_stats(3) */
 	struct bh_hist wait;        /* queued acquires: enqueue to grant */
 	struct bh_hist wait_failed; /* queued acquires: enqueue to timeout, close, cancel */
 	struct bh_hist hold;        /* a thread's first acquire to its last release

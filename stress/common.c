@@ -1024,6 +1024,7 @@ void st_release(struct st_bh *sb, struct st_op *op)
 	 * hide a missing one in the core from the `guarded` check */
 	atomic_fetch_sub_explicit(&sb->inflight, op->n, memory_order_relaxed);
 	holding -= op->n;
+	atomic_fetch_add_explicit(&sb->releases_begun, 1, memory_order_relaxed);
 	r = bh_release(sb->bh, op->n);
 	if (r != 0)
 		st_fail("[%s] bh_release(%u) of held permits = %d", sb->label, op->n, r);
@@ -1137,14 +1138,38 @@ static void watch_one(struct st_bh *sb)
 	pthread_mutex_unlock(&bh->lock);
 }
 
+/* The counters while calls run: neither goes back, and no release is
+ * reported before its call began (the core derives the count of releases
+ * from the takes and the word; a wrong order of its reads would show one
+ * too many). Outside the core lock, like any reader of bh_stats. */
+static void watch_counters(struct st_bh *sb)
+{
+	struct bh_stats s;
+	uint64_t begun;
+
+	bh_stats(sb->bh, &s);
+	begun = atomic_load(&sb->releases_begun); /* after: it only grows */
+	if (s.released > begun)
+		st_fail("[%s] bh_stats reports %" PRIu64 " releases, but only %" PRIu64
+			" bh_release calls have begun", sb->label, s.released, begun);
+	if (s.released < sb->seen_released || s.acquired < sb->seen_acquired)
+		st_fail("[%s] a counter went back: released %" PRIu64 " after %" PRIu64
+			", acquired %" PRIu64 " after %" PRIu64, sb->label, s.released,
+			sb->seen_released, s.acquired, sb->seen_acquired);
+	sb->seen_released = s.released;
+	sb->seen_acquired = s.acquired;
+}
+
 static void *watchdog_main(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&wd_stop)) {
 		uint64_t s = atomic_load(&wd_stopping_ns);
 
-		for (unsigned i = 0; i < wd_n; i++)
+		for (unsigned i = 0; i < wd_n; i++) {
 			watch_one(wd_sbs[i]);
+			watch_counters(wd_sbs[i]);
+		}
 		if (s && bh_now_ns() - s > st.quiesce_ns)
 			st_fail("the run did not stop within %.0f s of its end: a waiter or holder "
 				"is stuck", (double)st.quiesce_ns / 1e9);

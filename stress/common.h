@@ -143,6 +143,7 @@ struct st_bh {
 
 	_Atomic uint64_t outcome[SO_N];
 	_Atomic uint64_t releases, queued_ops, async_ops, late_max_ns;
+	_Atomic uint64_t releases_begun; /* bh_release calls made or under way */
 	_Atomic uint64_t queued_granted; /* queued_ops that returned 0 */
 	_Atomic uint64_t thread_cancels; /* pthread_cancel landed in an acquire */
 	_Atomic uint64_t checks[SC_N];
@@ -167,6 +168,7 @@ struct st_bh {
 
 	/* Watchdog state (watchdog thread only). */
 	uint64_t stuck_ticket, stuck_since, leak_since;
+	uint64_t seen_acquired, seen_released; /* bh_stats's, last time */
 };
 
 /* Create a checked bulkhead: ops wrapped with observers (and faults when

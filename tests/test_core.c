@@ -213,6 +213,33 @@ static void test_try_acquire_and_release(void **state)
 	bh_destroy(bh);
 }
 
+/* released is derived from the takes and the word (bh_stats(3)). A take
+ * between its CAS and its count, made here by hand, makes the permits held
+ * look like a release that has not happened: the count must stay where it
+ * was, not go back, and be exact again once the take is counted. */
+static void test_released_never_goes_back(void **state)
+{
+	bulkhead_t *bh = make_bh(2, 0, 0);
+	struct bh_stats st;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(stats_of(bh).released, 1);
+	atomic_fetch_sub(&bh->word, 1); /* a take's CAS, its count not yet stored */
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 1);
+	assert_int_equal(st.acquired, 1);
+	assert_int_equal(st.released, 1);
+	bhi_count(bh, BHI_ACQUIRED); /* ...and now stored */
+	st = stats_of(bh);
+	assert_int_equal(st.acquired, 2);
+	assert_int_equal(st.released, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(stats_of(bh).released, 2);
+	bh_destroy(bh);
+}
+
 static void test_over_release_changes_nothing(void **state)
 {
 	bulkhead_t *bh = make_bh(4, 0, 0);
@@ -1018,6 +1045,55 @@ static void test_cancel_after_grant_passes_permits_on(void **state)
 	assert_int_equal(st.in_flight, 1);
 	assert_int_equal(st.queued, 0);
 	assert_int_equal(st.cancelled, 1);
+	/* What the callers saw: two takes (ours, the async one's), one release;
+	 * the cancelled grant is neither. */
+	assert_int_equal(st.acquired, 2);
+	assert_int_equal(st.released, 1);
+	bh_destroy(bh);
+}
+
+/* Granted, then an over-release gives the permit back before the grantee is
+ * cancelled: the grant finds nothing to put back (an over-release), and the
+ * counters still say what the callers saw. */
+static int hook_grant_overrelease_cancel(struct fake_sync *f, unsigned call)
+{
+	struct bh_stats st;
+
+	(void)call;
+	assert_int_equal(bh_release(f->bh, 1), 0); /* handed to us */
+	st = stats_of(f->bh);
+	assert_int_equal(st.released, 1); /* the release has returned: counted */
+	assert_int_equal(st.acquired, 1); /* our take has not */
+	assert_int_equal(bh_release(f->bh, 1), 0); /* a caller's bug: it fits */
+	pthread_cancel(pthread_self());
+	pthread_testcancel();
+	fail_msg("not cancelled");
+	return 0;
+}
+
+static void test_cancel_after_grant_and_over_release(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 8, BH_FAIR);
+	struct waiter_arg a = { .bh = bh, .result = 99 };
+	struct fake_sync f;
+	struct bh_stats st;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	fake_install(&f, bh, hook_grant_overrelease_cancel);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, fake_cancel_main, &a), 0);
+	pthread_join(t, &ret);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.acquired, 1);
+	assert_int_equal(st.released, 2);
+	assert_int_equal(st.over_released, 1);
+	assert_int_equal(st.cancelled, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* still exactly 1 permit */
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
 	bh_destroy(bh);
 }
 
@@ -1206,6 +1282,7 @@ int main(void)
 		cmocka_unit_test(test_null_handles),
 		cmocka_unit_test(test_errno_untouched),
 		cmocka_unit_test(test_try_acquire_and_release),
+		cmocka_unit_test(test_released_never_goes_back),
 		cmocka_unit_test(test_over_release_changes_nothing),
 		cmocka_unit_test(test_timeout_racing_grant_keeps_permit),
 		cmocka_unit_test(test_timeout_then_release_goes_to_pool),
@@ -1232,6 +1309,7 @@ int main(void)
 		cmocka_unit_test(test_pthread_cancel_waiter),
 		cmocka_unit_test(test_pending_cancel_only_when_waiting),
 		cmocka_unit_test(test_cancel_after_grant_passes_permits_on),
+		cmocka_unit_test(test_cancel_after_grant_and_over_release),
 		cmocka_unit_test(test_async_basics),
 		cmocka_unit_test(test_async_and_blocking_share_fifo),
 		cmocka_unit_test(test_counters_add_up_across_threads),

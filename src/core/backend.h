@@ -61,6 +61,11 @@ static inline uint32_t w_limit(uint64_t w)
 {
 	return (uint32_t)((w & W_LIMIT_MASK) >> W_LIMIT_SHIFT);
 }
+/* Permits held now: in_flight. */
+static inline int64_t w_held(uint64_t w)
+{
+	return (int64_t)w_limit(w) - w_avail(w);
+}
 static inline uint32_t w_nq(uint64_t w)
 {
 	return (uint32_t)((w & W_NQ_MASK) >> W_NQ_SHIFT);

@@ -150,7 +150,7 @@ bulkhead_t *bhi_ext_alloc(void)
 void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, uint32_t flags, const char *name)
 {
 	atomic_init(&bh->word, BHI_WORD_EXT);
-	bh->flags = flags;
+	bh->flags = flags | BHI_EXT;
 	bh->nslots = 0;
 	bh->ext = a;
 	bh->sync = &bhi_futex_ops;

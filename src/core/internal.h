@@ -24,6 +24,9 @@
 
 /* Internal flag (above the public BH_* flags): a layer's gate applies. */
 #define BHI_GATED (1u << 31)
+/* Internal flag: a host-wide handle (ext below), so that a give's one test
+ * of the flags sends it away too. */
+#define BHI_EXT (1u << 30)
 /* Optional observers of the queue, called under its lock, so a checker can
  * keep an exact shadow of the FIFO: a node joined the queue; a node left it
  * holding its permits (handoff or a won race). The waits and the clock are
@@ -34,10 +37,20 @@ struct bhi_queue_obs {
 	void *ctx;
 };
 
+/* The core counts no release: a store between the two locked instructions
+ * of a take+release pair costs the pair about 7% (AMD EPYC, Zen 3), so
+ * bh_stats derives the releases from the takes and the permits held now
+ * (bhi_released, observe.c). For that, a slot also keeps what calls of
+ * n > 1 permits took or gave beyond one permit each; the gives are kept
+ * where the segment's slots (src/shm/) keep their releases. */
+#define BHI_GIVEN_EXTRA BHI_RELEASED  /* gives of n > 1: n - 1 each */
+#define BHI_TAKEN_EXTRA BHI_NCOUNTERS /* takes of n > 1: n - 1 each */
+#define BHI_SLOT_COUNTERS (BHI_NCOUNTERS + 1)
+
 /* Per-thread counters: slot i belongs to the live thread with index i, so a
  * plain load+store counts without a locked instruction. */
 struct bhi_slot {
-	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_NCOUNTERS];
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_SLOT_COUNTERS];
 	/* BH_TRACK_HOLD: permits this thread holds, and since when it went
 	 * from holding none (0: no clean pair to measure). Owner-only; gen
 	 * tells a recycled slot's new owner to start afresh. */
@@ -81,6 +94,13 @@ struct bulkhead {
 	bool short_holds;       /* releases come sooner than spin_ns after grants */
 	uint64_t last_grant_ns; /* when the last handoff happened */
 	_Atomic uint64_t timed_out, cancelled, over_released;
+	/* Permits handed to queued threads; those of them their waiters came
+	 * back with (and counted as taken); those of cancelled ones put back.
+	 * bhi_released (observe.c) needs them: a grant is a take nobody has
+	 * counted yet. */
+	_Atomic uint64_t granted, grants_claimed, grants_returned;
+	/* The highest count of releases bh_stats has reported (observe.c). */
+	_Atomic uint64_t released_seen;
 
 	uint64_t id;
 	char name[BH_NAME_MAX];
@@ -106,9 +126,9 @@ int bhi_stats_prefix(const bulkhead_t *bh, void *out, size_t size);
 
 /* The thread index (bhi_tindex) is declared in layer.h. */
 
-BHI_COLD void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c);
-/* A counter summed over every slot (relaxed: statistics). */
-uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c);
+BHI_COLD void bhi_count_slow(struct bulkhead *bh, unsigned c, uint64_t v);
+/* A counter summed over every slot (acquire: see bhi_released). */
+uint64_t bhi_counter(const struct bulkhead *bh, unsigned c);
 /* bhi_try_take, bhi_count_rejected, bhi_rejected, bhi_over_limit: the
  * pool's, in layer.h. */
 
@@ -121,22 +141,37 @@ static inline struct bhi_slot *bhi_my_slot(struct bulkhead *bh)
 	return BHI_LIKELY(i < bh->nslots) ? &bh->slots[i] : NULL;
 }
 
-/* Sole writer of its slot: relaxed load+store, no RMW. The reader sums
- * with relaxed loads; counters are statistics, not synchronisation. */
-static inline void bhi_slot_add(_Atomic uint64_t *p)
+/* Sole writer of its slot: a load and a store, no RMW. release: a reader
+ * that sees the count also sees the change of the word it follows (pairs
+ * with the acquire loads of bhi_released); on x86 a plain store. */
+static inline void bhi_slot_add(_Atomic uint64_t *p, uint64_t v)
 {
-	atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v,
+			      memory_order_release);
 }
 
-static inline void bhi_count(struct bulkhead *bh, enum bhi_counter c)
+static inline void bhi_count_n(struct bulkhead *bh, unsigned c, uint64_t v)
 {
 	struct bhi_slot *s = bhi_my_slot(bh);
 
 	if (s && !(bh->flags & BH_NO_STATS))
-		bhi_slot_add(&s->c[c]);
+		bhi_slot_add(&s->c[c], v);
 	else if (!s)
-		bhi_count_slow(bh, c);
+		bhi_count_slow(bh, c, v);
+}
+
+static inline void bhi_count(struct bulkhead *bh, enum bhi_counter c)
+{
+	bhi_count_n(bh, c, 1);
+}
+
+/* A successful take of n permits, after the change of the word that took
+ * them (bhi_released reads the counts before the word). */
+static inline void bhi_count_taken(struct bulkhead *bh, uint32_t n)
+{
+	bhi_count(bh, BHI_ACQUIRED);
+	if (n != 1)
+		bhi_count_n(bh, BHI_TAKEN_EXTRA, n - 1u);
 }
 
 #endif /* BH_INTERNAL_H */

@@ -18,28 +18,71 @@ uint64_t bhi_word(const bulkhead_t *bh)
 	return atomic_load_explicit(&((struct bulkhead *)bh)->word, memory_order_acquire);
 }
 
-uint64_t bhi_counter(const struct bulkhead *bh, enum bhi_counter c)
+uint64_t bhi_counter(const struct bulkhead *bh, unsigned c)
 {
 	uint64_t sum = 0;
 
 	for (uint32_t i = 0; i <= bh->nslots; i++)
 		sum += atomic_load_explicit(&((struct bulkhead *)bh)->slots[i].c[c],
-					    memory_order_relaxed);
+					    memory_order_acquire);
 	return sum;
 }
 
-void bhi_count_slow(struct bulkhead *bh, enum bhi_counter c)
+void bhi_count_slow(struct bulkhead *bh, unsigned c, uint64_t v)
 {
 	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
 
 	if (bh->flags & BH_NO_STATS)
 		return;
 	if (t - 1u < bh->nslots) {
-		bhi_count(bh, c);
+		bhi_count_n(bh, c, v);
 		return;
 	}
-	/* More live threads than slots: share the last one, atomically. */
-	atomic_fetch_add_explicit(&bh->slots[bh->nslots].c[c], 1, memory_order_relaxed);
+	/* More live threads than slots: share the last one, atomically.
+	 * release: as bhi_slot_add's store. */
+	atomic_fetch_add_explicit(&bh->slots[bh->nslots].c[c], v, memory_order_release);
+}
+
+/* Successful releases (calls), derived: every permit taken and not held now
+ * was given back, by a release call of n permits or by a cancelled grant.
+ * In permits,
+ *
+ *   taken = ACQUIRED + TAKEN_EXTRA + granted - grants_claimed
+ *   given = taken - held - grants_returned
+ *   released = given - GIVEN_EXTRA
+ *
+ * (a grant is a take its waiter has not counted yet). Read in an order that
+ * can only undercount: what adds is counted after the CAS that took the
+ * permits, so it is read before the word (a take seen is a take held);
+ * what subtracts is counted before the CAS that gave them back, or before
+ * the take that replaces it (claimed), so it is read after both. A call in
+ * flight shows up as a release too few, never one too many, and the
+ * highest result reported so far is the floor of the next: monotonic, and
+ * exact once nobody is between a CAS and its count. */
+static uint64_t bhi_released(const struct bulkhead *bh)
+{
+	struct bulkhead *m = (struct bulkhead *)bh;
+	uint64_t seen, got;
+	int64_t given;
+
+	if (bh->flags & BH_NO_STATS)
+		return 0;
+	/* acquire, all: pair with the release of each count (and, for the
+	 * word, of every CAS of it) */
+	given = (int64_t)(bhi_counter(bh, BHI_ACQUIRED) + bhi_counter(bh, BHI_TAKEN_EXTRA));
+	given += (int64_t)atomic_load_explicit(&m->granted, memory_order_acquire);
+	given -= w_held(atomic_load_explicit(&m->word, memory_order_acquire));
+	given -= (int64_t)bhi_counter(bh, BHI_GIVEN_EXTRA);
+	given -= (int64_t)atomic_load_explicit(&m->grants_returned, memory_order_acquire);
+	given -= (int64_t)atomic_load_explicit(&m->grants_claimed, memory_order_acquire);
+	got = given > 0 ? (uint64_t)given : 0;
+	seen = atomic_load_explicit(&m->released_seen, memory_order_relaxed);
+	/* relaxed: a maximum of numbers, not a publication */
+	while (got > seen && !atomic_compare_exchange_weak_explicit(&m->released_seen, &seen, got,
+								     memory_order_relaxed,
+								     memory_order_relaxed))
+		;
+	return got > seen ? got : seen;
 }
 
 int bhi_over_release(struct bulkhead *bh)
@@ -176,7 +219,7 @@ static struct bh_gauges gauges_now(const struct bulkhead *bh)
 
 	return (struct bh_gauges){
 		.limit = w_limit(w),
-		.in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w)),
+		.in_flight = (uint64_t)w_held(w),
 		.queued = w_nq(w),
 	};
 }
@@ -209,7 +252,7 @@ int bh_stats(const bulkhead_t *bh, struct bh_stats *out)
 	out->in_flight = g.in_flight;
 	out->queued = g.queued;
 	out->acquired = bhi_counter(bh, BHI_ACQUIRED);
-	out->released = bhi_counter(bh, BHI_RELEASED);
+	out->released = bhi_released(bh);
 	out->rejected = bhi_counter(bh, BHI_REJECTED);
 	out->timed_out = atomic_load_explicit(&bh->timed_out, memory_order_relaxed);
 	out->cancelled = atomic_load_explicit(&bh->cancelled, memory_order_relaxed);

@@ -93,6 +93,9 @@ static uint32_t notify(struct bh_qlink *l, uint32_t state, struct wake_batch *wb
 static void finish(struct bulkhead *bh, struct bh_qlink *l, int result, struct wake_batch *wb)
 {
 	if (l->kind == KIND_SYNC) {
+		/* release: after the grant's CAS (bhi_released, observe.c) */
+		if (result == 0)
+			atomic_fetch_add_explicit(&bh->granted, l->n, memory_order_release);
 		notify(l, result == 0 ? WS_GRANTED : result == -ESHUTDOWN ? WS_SHUTDOWN : WS_INVALID,
 		       wb);
 		return;
@@ -101,7 +104,7 @@ static void finish(struct bulkhead *bh, struct bh_qlink *l, int result, struct w
 
 	l->kind = KIND_NONE; /* not queued any more: the callback may free it */
 	if (result == 0)
-		bhi_count(bh, BHI_ACQUIRED);
+		bhi_count_taken(bh, l->n);
 	bhi_record_wait(bh, l->enqueued_ns, result);
 	a->fn(a, result);
 }
@@ -243,11 +246,18 @@ static void return_grant(struct bulkhead *bh, uint32_t n, struct wake_batch *wb)
 	uint64_t w = load_word(bh);
 	int64_t room;
 
+	/* Counted before the CAS (its release orders this first), corrected
+	 * after it: bhi_released reads this after the word. */
+	atomic_fetch_add_explicit(&bh->grants_returned, n, memory_order_relaxed);
 	do
-		room = (int64_t)w_limit(w) - w_avail(w);
+		room = w_held(w);
 	while (!cas_word(bh, &w, w + (room < n ? (uint64_t)room : n)));
-	if (room < n)
+	if (room < n) {
 		atomic_fetch_add_explicit(&bh->over_released, 1, memory_order_relaxed);
+		/* release: what did not go back, the over-release gave back */
+		atomic_fetch_sub_explicit(&bh->grants_returned, n - (uint64_t)room,
+					  memory_order_release);
+	}
 	dispatch(bh, wb);
 }
 
@@ -271,9 +281,6 @@ int bhi_release_slow(struct bulkhead *bh, uint32_t n)
 	note_release(bh);
 	dispatch(bh, &wb);
 	unlock(bh, &wb);
-	bhi_count(bh, BHI_RELEASED);
-	if (bh->flags & BH_TRACK_HOLD)
-		bhi_hold_end(bh, n);
 	return 0;
 }
 
@@ -461,7 +468,12 @@ int bhi_acquire_slow(struct bulkhead *bh, uint32_t n, uint64_t deadline)
 		bhi_record_wait(bh, sw.link.enqueued_ns, r);
 	}
 	if (r == 0) {
-		bhi_count(bh, BHI_ACQUIRED);
+		/* A grant handed over (not a race won): the granter counted it
+		 * as granted; release, and before our count of the take, which
+		 * bhi_released reads first. */
+		if (atomic_load_explicit(&sw.state, memory_order_relaxed) == WS_GRANTED)
+			atomic_fetch_add_explicit(&bh->grants_claimed, n, memory_order_release);
+		bhi_count_taken(bh, n);
 		if (bh->flags & BH_TRACK_HOLD)
 			bhi_hold_begin(bh, n);
 	} else if (r == -EBUSY) {
@@ -490,7 +502,7 @@ int bhi_acquire_async_slow(struct bulkhead *bh, struct bh_async *node, uint32_t 
 	if (r != 1)
 		node->link.kind = KIND_NONE;
 	if (r == 0)
-		bhi_count(bh, BHI_ACQUIRED);
+		bhi_count_taken(bh, n);
 	else if (r == -EBUSY)
 		bhi_count(bh, BHI_REJECTED);
 	return r;

@@ -98,15 +98,6 @@ static inline struct bhi_slot *plain_slot(struct bulkhead *bh)
 	return BHI_LIKELY(s != NULL && !(bh->flags & BHI_RARE_FLAGS)) ? s : NULL;
 }
 
-/* The same for a give: a layer's gate shuts admission only, so a gated
- * bulkhead gives back on the common path. */
-static inline struct bhi_slot *plain_give_slot(struct bulkhead *bh)
-{
-	struct bhi_slot *s = bhi_my_slot(bh);
-
-	return BHI_LIKELY(s != NULL && !(bh->flags & BHI_RARE_FLAGS & ~BHI_GATED)) ? s : NULL;
-}
-
 /* A layer's gate and none of the other rare flags (a cluster handle): the
  * gate, then the common path's take. Its own copy, so that a gated take
  * pays for the clock and nothing else of the rare paths. */
@@ -123,25 +114,26 @@ static inline bool quiet(uint32_t flags)
 	return (flags & BHI_RARE_FLAGS) == BH_NO_STATS;
 }
 
-/* After a take or a give: the thread's counter, and hold tracking. flags
- * is bh->flags, read once by the caller (the counter's store could alias
- * it); the common path passes 0. */
-static inline __attribute__((always_inline)) void tally(struct bulkhead *bh,
-							 struct bhi_slot *s, uint32_t flags,
-							 enum bhi_counter c, uint32_t n)
+/* After a take: the thread's counters, and hold tracking. flags is
+ * bh->flags, read once by the caller (the counter's store could alias it);
+ * the common path passes 0. */
+static inline __attribute__((always_inline)) void tally_take(struct bulkhead *bh,
+							      struct bhi_slot *s, uint32_t flags,
+							      uint32_t n)
 {
 	if (flags & BH_NO_STATS)
 		; /* nothing to count */
-	else if (BHI_LIKELY(s != NULL))
-		bhi_slot_add(&s->c[c]);
-	else
-		bhi_count_slow(bh, c); /* gives a new thread its index */
-	if (BHI_UNLIKELY(flags & BH_TRACK_HOLD)) {
-		if (c == BHI_ACQUIRED)
-			bhi_hold_begin(bh, n);
-		else
-			bhi_hold_end(bh, n);
+	else if (BHI_LIKELY(s != NULL)) {
+		bhi_slot_add(&s->c[BHI_ACQUIRED], 1);
+		if (BHI_UNLIKELY(n != 1))
+			bhi_slot_add(&s->c[BHI_TAKEN_EXTRA], n - 1u);
+	} else {
+		bhi_count_slow(bh, BHI_ACQUIRED, 1); /* gives a new thread its index */
+		if (n != 1)
+			bhi_count_slow(bh, BHI_TAKEN_EXTRA, n - 1u);
 	}
+	if (BHI_UNLIKELY(flags & BH_TRACK_HOLD))
+		bhi_hold_begin(bh, n);
 }
 
 /* The fast path: one load and one CAS when the permits are free. Inlined
@@ -163,7 +155,7 @@ static inline __attribute__((always_inline)) bool take_word(struct bulkhead *bh,
 		if (BHI_UNLIKELY(!may_take(w, n)))
 			return false;
 	} while (BHI_UNLIKELY(!cas_word(bh, &w, w - n))); /* a failed CAS hands back the word */
-	tally(bh, s, flags, BHI_ACQUIRED, n);
+	tally_take(bh, s, flags, n);
 	return true;
 }
 
@@ -305,42 +297,49 @@ static inline bool release_fast_ok(uint64_t w, uint32_t n)
 	return !release_needs_lock(w) && release_fits(w, n);
 }
 
-/* The give, for the common path (flags 0, s given) and the rest. */
-static inline __attribute__((always_inline)) int give_word(struct bulkhead *bh,
-							    struct bhi_slot *s, uint32_t flags,
-							    uint32_t n)
+/* The give: one load and one CAS when nobody queued needs a grant. It
+ * counts nothing (bhi_released derives the releases). */
+static inline __attribute__((always_inline)) int give_word(struct bulkhead *bh, uint32_t n)
 {
-	uint64_t w;
+	uint64_t w = load_word(bh);
 
-	if (BHI_UNLIKELY(!s) && bh->ext) /* a host-wide handle has no slots */
-		return bhs_release(bh, n);
-	if (BHI_UNLIKELY(!n_valid(n)))
-		return -EINVAL;
-	w = load_word(bh);
 	do {
 		if (BHI_UNLIKELY(!release_fast_ok(w, n)))
 			return release_needs_lock(w) ? bhi_release_slow(bh, n) : bhi_over_release(bh);
 	} while (BHI_UNLIKELY(!cas_word(bh, &w, w + n))); /* a failed CAS hands back the word */
-	tally(bh, s, flags, BHI_RELEASED, n);
 	return 0;
 }
 
+/* The flags that send a give of one permit off the common path: a
+ * host-wide handle (sent to its layer), hold tracking. */
+#define BHI_RARE_GIVE (BHI_EXT | BH_TRACK_HOLD)
+
+/* A give of n > 1 counts its extra permits before its CAS, and takes the
+ * count back if the give fails: a reader that sees the give in the word
+ * sees its count (bhi_released reads these after the word). */
 static __attribute__((noinline)) int release_rare(struct bulkhead *bh, uint32_t n)
 {
-	return give_word(bh, bhi_my_slot(bh), bh->flags, n);
-}
+	uint32_t flags = bh->flags;
+	bool extra = n != 1 && !(flags & BH_NO_STATS);
+	int r;
 
-static __attribute__((noinline)) int release_quiet(struct bulkhead *bh, uint32_t n)
-{
-	return give_word(bh, NULL, BH_NO_STATS, n);
+	if (BHI_UNLIKELY(!n_valid(n)))
+		return -EINVAL;
+	if (extra)
+		bhi_count_n(bh, BHI_GIVEN_EXTRA, n - 1u);
+	r = give_word(bh, n);
+	if (r != 0 && extra)
+		bhi_count_n(bh, BHI_GIVEN_EXTRA, -(uint64_t)(n - 1u)); /* wraps back */
+	else if (r == 0 && (flags & BH_TRACK_HOLD))
+		bhi_hold_end(bh, n);
+	return r;
 }
 
 BHI_HOT_ENTRY int bh_release(bulkhead_t *bh, uint32_t n)
 {
-	struct bhi_slot *s = plain_give_slot(bh);
+	uint32_t flags = bh->flags;
 
-	if (BHI_UNLIKELY(!s)) /* no slot, a rare flag, or a host-wide handle */
-		return bh->ext ? bhs_release(bh, n)
-		       : quiet(bh->flags) ? release_quiet(bh, n) : release_rare(bh, n);
-	return give_word(bh, s, 0, n);
+	if (BHI_UNLIKELY(n != 1 || (flags & BHI_RARE_GIVE)))
+		return flags & BHI_EXT ? bhs_release(bh, n) : release_rare(bh, n);
+	return give_word(bh, 1);
 }
