@@ -6,6 +6,13 @@ bench_bench_core_SOURCES = bench/bench_core.c bench/machine.h
 bench_bench_core_CFLAGS = $(AM_CFLAGS) -O2
 bench_bench_core_LDADD = src/libbulkhead.la
 
+# Two builds of the library side by side in one process (the uncontended
+# pair; for a change to the fast path): bench/bench_ab OLD.so NEW.so
+noinst_PROGRAMS += bench/bench_ab
+bench_bench_ab_SOURCES = bench/bench_ab.c bench/machine.h
+bench_bench_ab_CFLAGS = $(AM_CFLAGS) -O2
+bench_bench_ab_LDADD = -ldl -lpthread
+
 # `make bench`: every figure of the README's performance table, in its shape,
 # headed by the CPU it was measured on (bench/run-all.sh); `make bench-quick`:
 # the same in seconds, a smoke run whose numbers are noise.
