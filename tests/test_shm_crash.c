@@ -562,6 +562,103 @@ static void test_rebuild_counts_deaths_after_permits(void **state)
 	shm_done(bh, name);
 }
 
+/* A waiter whose deadline passed leaves the queue under the lock; a
+ * rebuild that runs after it dropped the lock must not find its node still
+ * in a queued state, or the census queues it again: the word counts a
+ * waiter nobody is, and the next release hands its permits to that node,
+ * granted to a thread that has gone (lost, or reclaimed when its process
+ * dies, as stress_shm once saw: reclaimed more than the dead held). */
+static int leaving_waiter(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	int r;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	bhs_pause_at(BP_LEFT, 1, out, in);
+	r = bh_acquire(bh, 2, bh_now_ns() + 50 * BH_MSEC); /* 1 free: queues */
+	say(out, r);
+	return hear(in) == 1 ? 0 : 3;
+}
+
+static void test_rebuild_after_waiter_left(void **state)
+{
+	const char *name = uniq("left");
+	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
+	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 1 };
+	struct child w, c;
+	char point = 0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	w = spawn(leaving_waiter, (void *)name);
+	assert_int_equal(read(w.rd, &point, 1), 1);
+	assert_int_equal(point, BP_LEFT); /* timed out, out of the queue, unlocked */
+	assert_int_equal(stats_of(bh).queued, 0);
+	c = stop_at(&first);
+	kill_reap(&c); /* dead inside a window: the scan must rebuild */
+	assert_true(bhs_scan_now(bh));
+	assert_true(atomic_load(&((struct bhs_seg *)bhs_segment(bh, NULL))->rebuilds) >= 1);
+	assert_int_equal(stats_of(bh).queued, 0); /* not queued again */
+	assert_int_equal(stats_of(bh).reclaimed, 1);
+	assert_int_equal(write(w.wr, "", 1), 1);
+	assert_int_equal(hear(w.rd), -ETIMEDOUT);
+	assert_int_equal(bh_release(bh, 1), 0); /* granted to nobody? */
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	say(w.wr, 1);
+	assert_int_equal(reap(&w), 0);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+/* The same for a slow take whose first CAS would have queued it and
+ * failed (the word moved), and whose retry took the permit: its node must
+ * not be left WAITING, unqueued, for a rebuild to queue again. */
+static int retaking_waiter(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	bhs_pause_at(BP_ADMIT, 1, out, in);
+	say(out, bh_acquire(bh, 1, bh_now_ns() + 10 * BH_SEC)); /* none free: queues */
+	if (hear(in) != 1)
+		return 3;
+	return bh_release(bh, 1) == 0 ? 0 : 4;
+}
+
+static void test_rebuild_after_admit_retook(void **state)
+{
+	const char *name = uniq("retook");
+	bulkhead_t *bh = shm_make(name, 3, 4, BH_FAIR);
+	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 1 };
+	struct child w, c;
+	char point = 0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 3), 0);
+	w = spawn(retaking_waiter, (void *)name);
+	assert_int_equal(read(w.rd, &point, 1), 1);
+	assert_int_equal(point, BP_ADMIT); /* about to queue, under the lock */
+	assert_int_equal(bh_release(bh, 1), 0); /* the word moves: its CAS fails */
+	assert_int_equal(write(w.wr, "", 1), 1);
+	assert_int_equal(hear(w.rd), 0); /* the retry took it */
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(bh_release(bh, 1), 0); /* one free, for the victim */
+	c = stop_at(&first);
+	kill_reap(&c); /* dead inside a window: the scan must rebuild */
+	assert_true(bhs_scan_now(bh));
+	assert_true(atomic_load(&((struct bhs_seg *)bhs_segment(bh, NULL))->rebuilds) >= 1);
+	assert_int_equal(stats_of(bh).queued, 0); /* no waiter made up */
+	assert_int_equal(stats_of(bh).reclaimed, 1);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	say(w.wr, 1);
+	assert_int_equal(reap(&w), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 3);
+	shm_done(bh, name);
+}
+
 /* A dead process looks alive for an instant to a rebuild while a
  * registrant that saw its slot free before it was taken holds the slot's
  * liveness lock (claim_proc locks, then finds the slot taken, unlocks).
@@ -787,6 +884,8 @@ int main(void)
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),
 		cmocka_unit_test(test_registered_during_rebuild),
 		cmocka_unit_test(test_rebuild_counts_deaths_after_permits),
+		cmocka_unit_test(test_rebuild_after_waiter_left),
+		cmocka_unit_test(test_rebuild_after_admit_retook),
 		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),

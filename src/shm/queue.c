@@ -272,7 +272,11 @@ void bhs_dispatch_locked(struct bhs_att *a)
 
 /* Take the permits into slot s or queue node qi, atomically with respect to
  * every release: both decide on the same word (see the core's admit()).
- * 0: taken; 1: queued; or -errno. */
+ * 0: taken; 1: queued; or -errno. The node is made WAITING only once its
+ * CAS has queued it, with the list: a rebuild queues again every living
+ * node in a queued state (census_nodes(), reclaim.c), so a node marked
+ * before a CAS that failed, the retry taking or refusing, would be a
+ * waiter nobody is. */
 int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_t n,
 		     uint32_t kind)
 {
@@ -294,13 +298,8 @@ int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_
 			win_close(s, l);
 			return -EBUSY;
 		}
-		if (!take) {
-			atomic_store_explicit(&q->n, n, memory_order_relaxed);
-			atomic_store_explicit(&q->kind, kind, memory_order_relaxed);
-			atomic_store_explicit(&q->owner, a->pidx + 1u, memory_order_relaxed);
-			atomic_store_explicit(&q->state, QS_WAITING, memory_order_relaxed);
-		}
 		nw = take ? w - n : w + W_NQ_ONE;
+		BHS_POINT(BP_ADMIT);
 	} while (!cas_sword(a, &w, nw));
 	if (take) {
 		win_close(s, l + n);
@@ -308,6 +307,10 @@ int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_
 		return 0;
 	}
 	win_close(s, l);
+	atomic_store_explicit(&q->n, n, memory_order_relaxed);
+	atomic_store_explicit(&q->kind, kind, memory_order_relaxed);
+	atomic_store_explicit(&q->owner, a->pidx + 1u, memory_order_relaxed);
+	atomic_store_explicit(&q->state, QS_WAITING, memory_order_relaxed);
 	q_append(a, qi);
 	return 1;
 }

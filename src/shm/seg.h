@@ -359,6 +359,8 @@ enum bhs_point {
 	BP_PROC_FREE, /* a registrant saw a process slot free, not yet locked */
 	BP_PROC_LOCKED, /* it holds that slot's liveness lock, slot not taken */
 	BP_FREED,     /* a rebuild freed the dead, deaths and reclaimed not moved */
+	BP_LEFT,      /* a waiter that timed out left the queue, the lock dropped */
+	BP_ADMIT,     /* a slow take under the lock, before its CAS (take or queue) */
 	BP_NPOINTS,
 };
 

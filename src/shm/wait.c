@@ -110,7 +110,11 @@ static bool compete(struct waiter *wt)
 }
 
 /* The deadline passed: leave the queue, unless a grant beat us to the lock,
- * in which case the permits are ours. */
+ * in which case the permits are ours. The node leaves its queued state
+ * under the lock, with the list: a rebuild relinks every living node in a
+ * queued state (census_nodes(), reclaim.c), so one left WAITING after the
+ * unlock would be queued again, counted in the word, and later granted
+ * permits that nobody claims. */
 static int leave(struct waiter *wt)
 {
 	struct bhs_att *a = wt->a;
@@ -123,12 +127,13 @@ static int leave(struct waiter *wt)
 	st = atomic_load_explicit(&q->state, memory_order_acquire);
 	if (!state_final(st)) {
 		bhs_unqueue_locked(a, wt->qi);
+		atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE,
+				      memory_order_relaxed);
 		bhs_dispatch_locked(a);
 	}
 	bhs_unlock(a);
+	BHS_POINT(BP_LEFT);
 	if (!state_final(st)) {
-		atomic_store_explicit(&q->state, wt->shared ? QS_DONE : QS_IDLE,
-				      memory_order_relaxed);
 		atomic_fetch_add_explicit(&a->seg->timed_out, 1, memory_order_relaxed);
 		return -ETIMEDOUT;
 	}
