@@ -849,6 +849,67 @@ static int holder(void *arg, int out, int in)
 	return 0;
 }
 
+/* The agent looks at an async node, then at its state. In between, that
+ * node is cancelled and its queue node taken by a new async acquire, which
+ * is granted: the grant is the new caller's, and the cancelled one's
+ * callback must never run. All in one child, whose agent pauses at
+ * BP_AGENT_SEEN while its main thread does the rest. */
+static _Atomic int reuse_result[2] = { 99, 99 }; /* x's, y's callback */
+
+static void record_reuse(struct bh_async *node, int result)
+{
+	atomic_store(&reuse_result[(intptr_t)node->data], result);
+}
+
+static int reuse_main(void *arg, int out, int in)
+{
+	struct bh_async x, y;
+	bulkhead_t *bh;
+	int up[2], down[2];
+	char c = 0;
+
+	(void)out;
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || pipe(up) != 0 || pipe(down) != 0)
+		return 1;
+	if (bh_try_acquire(bh, 1) != 0) /* the only permit: the async calls queue */
+		return 2;
+	bhs_pause_at(BP_AGENT_SEEN, 1, up[1], down[0]);
+	if (bh_acquire_async(bh, &x, 1, record_reuse, (void *)0) != 1)
+		return 3;
+	if (read(up[0], &c, 1) != 1 || c != BP_AGENT_SEEN)
+		return 4; /* the agent has seen x, not yet its state */
+	if (bh_cancel_async(bh, &x) != 1)
+		return 5;
+	if (bh_acquire_async(bh, &y, 1, record_reuse, (void *)1) != 1)
+		return 6;
+	if (x.link.next != y.link.next)
+		return 7; /* not the same queue node: nothing tested */
+	if (bh_release(bh, 1) != 0) /* granted to y */
+		return 8;
+	if (write(down[1], "", 1) != 1) /* the agent goes on */
+		return 9;
+	for (int i = 0; i < 5000 && atomic_load(&reuse_result[1]) == 99; i++)
+		usleep(1000);
+	if (atomic_load(&reuse_result[0]) != 99)
+		return 10; /* the cancelled caller was called back */
+	if (atomic_load(&reuse_result[1]) != 0)
+		return 11; /* the granted one never was */
+	return bh_release(bh, 1) == 0 ? 0 : 12;
+}
+
+static void test_agent_delivers_to_reused_node(void **state)
+{
+	const char *name = uniq("reuse");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct child c = spawn(reuse_main, (void *)name);
+
+	(void)state;
+	assert_int_equal(reap(&c), 0);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
 static void test_stopped_process_keeps_permits(void **state)
 {
 	const char *name = uniq("stopped");
@@ -889,6 +950,7 @@ int main(void)
 		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),
+		cmocka_unit_test(test_agent_delivers_to_reused_node),
 		cmocka_unit_test(test_stopped_process_keeps_permits),
 	};
 

@@ -61,11 +61,12 @@ static void count_on_slot(struct bhs_att *a, enum bhi_counter c)
  * bh_cancel_async): claim it (a grant goes into our ledger in the same
  * window), run the callback, then free the node. Only agent threads
  * deliver, so a node is never freed under another deliverer. */
-static void deliver(struct bhs_att *a, uint32_t i, struct bh_async *node, uint32_t st)
+static void deliver(struct bhs_att *a, uint32_t i, uint32_t st)
 {
 	uint32_t qi = a->nslots + i;
 	bool shared, ok;
 	struct bhs_slot *s = bhs_slot_for(a, &shared);
+	struct bh_async *node;
 
 	if (!s)
 		return;
@@ -76,6 +77,13 @@ static void deliver(struct bhs_att *a, uint32_t i, struct bh_async *node, uint32
 		bhs_unlock(a);
 	if (!ok)
 		return;
+	/* Whose state this is, read only now: the caller's look at anode[i]
+	 * came before its look at the state, and in between the node it saw
+	 * may have been cancelled (freed while WAITING) and the slot taken by
+	 * a new async acquire, granted since. A claimed node is neither
+	 * cancelled nor freed, so anode[i] now names the right caller.
+	 * acquire: pairs with queue_async()'s release store. */
+	node = atomic_load_explicit(&a->anode[i], memory_order_acquire);
 	if (st == QS_GRANTED)
 		count_on_slot(a, BHI_ACQUIRED);
 	/* The node is the caller's: we only read it (fn, data, set before it
@@ -102,10 +110,11 @@ static void deliver_all(struct bhs_att *a)
 
 		if (!node)
 			continue;
+		BHS_POINT(BP_AGENT_SEEN);
 		/* acquire: pairs with the granter's release of the state */
 		st = atomic_load_explicit(&qnode_at(a, a->nslots + i)->state, memory_order_acquire);
 		if (st >= QS_GRANTED && st <= QS_INVALID)
-			deliver(a, i, node, st);
+			deliver(a, i, st);
 	}
 }
 
@@ -281,7 +290,7 @@ int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 	/* acquire: pairs with queue_async()'s release store of anode[i] */
 	if (agent_self == a && st >= QS_GRANTED && st <= QS_INVALID &&
 	    atomic_load_explicit(&a->anode[i], memory_order_acquire) == node) {
-		deliver(a, i, node, st);
+		deliver(a, i, st);
 		return 0;
 	}
 	pthread_mutex_lock(&a->mu);

@@ -361,6 +361,7 @@ enum bhs_point {
 	BP_FREED,     /* a rebuild freed the dead, deaths and reclaimed not moved */
 	BP_LEFT,      /* a waiter that timed out left the queue, the lock dropped */
 	BP_ADMIT,     /* a slow take under the lock, before its CAS (take or queue) */
+	BP_AGENT_SEEN, /* the agent saw an async node, not yet its state */
 	BP_NPOINTS,
 };
 
