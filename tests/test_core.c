@@ -1054,7 +1054,9 @@ static void test_cancel_after_grant_passes_permits_on(void **state)
 
 /* Granted, then an over-release gives the permit back before the grantee is
  * cancelled: the grant finds nothing to put back (an over-release), and the
- * counters still say what the callers saw. */
+ * counters still say what the callers saw. Unlike test_regress's case, no
+ * bh_stats between the over-release and the cancel: a read there would set
+ * the floor that released never goes below, and hide a cancel miscounted. */
 static int hook_grant_overrelease_cancel(struct fake_sync *f, unsigned call)
 {
 	struct bh_stats st;
