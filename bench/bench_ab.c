@@ -2,7 +2,11 @@
  * change to the fast path: the uncontended try+release pair of each, in
  * alternating rounds, with glibc's sem_t in every round as the anchor.
  *
- *   bench_ab [-r ROUNDS] [-n PAIRS] OLD.so NEW.so
+ *   bench_ab [-s] [-r ROUNDS] [-n PAIRS] OLD.so NEW.so
+ *
+ * -s adds each build's host-wide bulkhead (bh_shm_open, one segment per
+ * build under a name of this process, unlinked at once) to the rounds, and
+ * reports its pair against the same build's process-local one.
  *
  * Both libraries are loaded with dlopen(RTLD_LOCAL) from copies under
  * distinct names, so each keeps its own symbols; the pair is called through
@@ -32,7 +36,9 @@ struct lib {
 	int (*try_acquire)(bulkhead_t *, uint32_t);
 	int (*release)(bulkhead_t *, uint32_t);
 	void (*destroy)(bulkhead_t *);
-	bulkhead_t *bh;
+	int (*shm_open)(const char *, const struct bh_config *, unsigned, bulkhead_t **);
+	int (*shm_unlink)(const char *);
+	bulkhead_t *bh, *host;
 };
 
 static uint64_t now_ns(void)
@@ -74,9 +80,9 @@ static bool copy_file(const char *path, const char *copy)
 }
 
 /* dlopen dedups by file: a copy under its own name is a second library. */
-static void lib_load(struct lib *l, const char *path, int i)
+static void lib_load(struct lib *l, const char *path, int i, bool host)
 {
-	char copy[64];
+	char copy[64], name[64];
 	void *h;
 	struct bh_config cfg = { .max_concurrent = 1, .queue_capacity = 0 };
 
@@ -100,14 +106,24 @@ static void lib_load(struct lib *l, const char *path, int i)
 		fprintf(stderr, "bench_ab: bh_create failed in %s\n", path);
 		exit(2);
 	}
+	if (!host)
+		return;
+	l->shm_open = sym(h, path, "bh_shm_open");
+	l->shm_unlink = sym(h, path, "bh_shm_unlink");
+	snprintf(name, sizeof(name), "bench_ab.%ld.%d", (long)getpid(), i);
+	if (l->shm_open(name, &cfg, 3 /* BH_SHM_CREATE | BH_SHM_EXCL */, &l->host) != 0) {
+		fprintf(stderr, "bench_ab: bh_shm_open failed in %s\n", path);
+		exit(2);
+	}
+	l->shm_unlink(name); /* the segment lives until the detach */
 }
 
-static double time_lib(const struct lib *l, long n)
+static double time_lib(const struct lib *l, bulkhead_t *bh, long n)
 {
 	uint64_t t0 = now_ns();
 
 	for (long i = 0; i < n; i++) {
-		if (l->try_acquire(l->bh, 1) != 0 || l->release(l->bh, 1) != 0)
+		if (l->try_acquire(bh, 1) != 0 || l->release(bh, 1) != 0)
 			abort();
 	}
 	return (double)(now_ns() - t0) / (double)n;
@@ -146,62 +162,100 @@ static void report(const char *what, double *v, int n)
 	printf("  %-26s median %.3f (quartiles %.3f - %.3f)\n", what, med, lo, hi);
 }
 
+/* Contenders, in rounds: old, new, sem_t, and with -s old host, new host. */
+enum { OLD, NEW, SEM, OLD_HOST, NEW_HOST, NCONT };
+
+static double time_one(int k, struct lib *lib, sem_t *sem, long n)
+{
+	switch (k) {
+	case OLD:
+	case NEW:
+		return time_lib(&lib[k], lib[k].bh, n);
+	case SEM:
+		return time_sem(sem, n);
+	default:
+		return time_lib(&lib[k - OLD_HOST], lib[k - OLD_HOST].host, n);
+	}
+}
+
+/* Per-round ratios a / b, into r. */
+static void ratios(double *const *t, int a, int b, int rounds, double *r)
+{
+	for (int i = 0; i < rounds; i++)
+		r[i] = t[a][i] / t[b][i];
+}
+
 int main(int argc, char **argv)
 {
-	int rounds = 41, opt;
+	int rounds = 41, opt, ncont = SEM + 1;
 	long n = 2000000;
+	bool host = false;
 	struct lib lib[2];
 	sem_t sem;
+	double *t[NCONT], *r;
 
-	while ((opt = getopt(argc, argv, "r:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "r:n:s")) != -1) {
 		if (opt == 'r')
 			rounds = atoi(optarg);
 		else if (opt == 'n')
 			n = atol(optarg);
+		else if (opt == 's')
+			host = true;
 		else
 			goto usage;
 	}
 	if (argc - optind != 2 || rounds < 1 || n < 1)
 		goto usage;
+	if (host)
+		ncont = NCONT;
 	bench_print_machine(stdout);
-	lib_load(&lib[0], argv[optind], 0);
-	lib_load(&lib[1], argv[optind + 1], 1);
+	lib_load(&lib[0], argv[optind], 0, host);
+	lib_load(&lib[1], argv[optind + 1], 1, host);
 	sem_init(&sem, 0, 1);
+	r = calloc((size_t)rounds, sizeof(double));
+	for (int k = 0; k < ncont; k++)
+		if (!(t[k] = calloc((size_t)rounds, sizeof(double))) || !r)
+			return 2;
+	for (int k = 0; k < ncont; k++)
+		time_one(k, lib, &sem, n / 4); /* warm up */
+	for (int i = 0; i < rounds; i++)
+		/* the order rotates, so no contender always follows another */
+		for (int j = 0; j < ncont; j++) {
+			int k = (i + j) % ncont;
 
-	double *t[3], *r_new_old = calloc((size_t)rounds, sizeof(double)),
-		      *r_old_sem = calloc((size_t)rounds, sizeof(double)),
-		      *r_new_sem = calloc((size_t)rounds, sizeof(double));
-	for (int k = 0; k < 3; k++)
-		t[k] = calloc((size_t)rounds, sizeof(double));
-	if (!r_new_old || !r_old_sem || !r_new_sem || !t[0] || !t[1] || !t[2])
-		return 2;
-	time_lib(&lib[0], n / 4); /* warm up */
-	time_lib(&lib[1], n / 4);
-	time_sem(&sem, n / 4);
-	for (int i = 0; i < rounds; i++) {
-		/* the order rotates, so neither library always follows sem_t */
-		for (int j = 0; j < 3; j++) {
-			int k = (i + j) % 3;
-
-			t[k][i] = k == 2 ? time_sem(&sem, n) : time_lib(&lib[k], n);
+			t[k][i] = time_one(k, lib, &sem, n);
 		}
-		r_new_old[i] = t[1][i] / t[0][i];
-		r_old_sem[i] = t[0][i] / t[2][i];
-		r_new_sem[i] = t[1][i] / t[2][i];
-	}
 	printf("uncontended try+release pair, %d rounds x %ld pairs, per-round ratios of time:\n",
 	       rounds, n);
 	printf("  old: %s\n  new: %s\n", lib[0].path, lib[1].path);
-	report("new / old", r_new_old, rounds);
-	report("old / sem_t", r_old_sem, rounds);
-	report("new / sem_t", r_new_sem, rounds);
-	printf("  ns per pair (medians): old %.2f, new %.2f, sem_t %.2f\n",
-	       quantile(t[0], rounds, 0.5), quantile(t[1], rounds, 0.5),
-	       quantile(t[2], rounds, 0.5));
-	lib[0].destroy(lib[0].bh);
-	lib[1].destroy(lib[1].bh);
+	ratios(t, NEW, OLD, rounds, r);
+	report("new / old", r, rounds);
+	ratios(t, OLD, SEM, rounds, r);
+	report("old / sem_t", r, rounds);
+	ratios(t, NEW, SEM, rounds, r);
+	report("new / sem_t", r, rounds);
+	if (host) {
+		ratios(t, NEW_HOST, OLD_HOST, rounds, r);
+		report("host-wide new / old", r, rounds);
+		ratios(t, OLD_HOST, OLD, rounds, r);
+		report("old host-wide / local", r, rounds);
+		ratios(t, NEW_HOST, NEW, rounds, r);
+		report("new host-wide / local", r, rounds);
+	}
+	printf("  ns per pair (medians): old %.2f, new %.2f, sem_t %.2f",
+	       quantile(t[OLD], rounds, 0.5), quantile(t[NEW], rounds, 0.5),
+	       quantile(t[SEM], rounds, 0.5));
+	if (host)
+		printf(", old host-wide %.2f, new host-wide %.2f", quantile(t[OLD_HOST], rounds, 0.5),
+		       quantile(t[NEW_HOST], rounds, 0.5));
+	printf("\n");
+	for (int k = 0; k < 2; k++) {
+		if (host)
+			lib[k].destroy(lib[k].host);
+		lib[k].destroy(lib[k].bh);
+	}
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s [-r ROUNDS] [-n PAIRS] OLD.so NEW.so\n", argv[0]);
+	fprintf(stderr, "usage: %s [-s] [-r ROUNDS] [-n PAIRS] OLD.so NEW.so\n", argv[0]);
 	return 2;
 }

@@ -587,10 +587,17 @@ static void dump(bulkhead_t *bh)
 		struct bhs_slot *sl = &a->slots[i];
 		uint64_t l = atomic_load(&sl->ledger);
 
+		uint64_t in = atomic_load(&sl->in), out = atomic_load(&sl->out);
+
 		if (atomic_load(&sl->owner))
-			fprintf(stderr, "  slot %u: owner %u ledger %" PRIu64 "%s debit %" PRIu64 "\n",
-				i, atomic_load(&sl->owner) - 1, (uint64_t)(l & S_HELD_MASK),
-				l & S_PEND ? " PEND" : "", atomic_load(&sl->debit));
+			fprintf(stderr,
+				"  slot %u: owner %u held %" PRIu64 " (ledger %" PRIu64 "%s in %" PRIu64
+				"%s out %" PRIu64 "%s debit %" PRIu64 ")\n",
+				i, atomic_load(&sl->owner) - 1, held_of(sl, l),
+				(uint64_t)(l & S_HELD_MASK), l & S_PEND ? " PEND" : "",
+				(uint64_t)(in & S_HELD_MASK), in & S_PEND ? " PEND" : "",
+				(uint64_t)(out & S_HELD_MASK), out & S_PEND ? " PEND" : "",
+				atomic_load(&sl->debit));
 	}
 	for (uint32_t i = 0; i < a->nslots + a->nextra; i++) {
 		struct bhs_qnode *q = &a->qnodes[i];

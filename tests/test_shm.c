@@ -486,6 +486,75 @@ static void test_errno_untouched(void **state)
 	shm_done(bh, name);
 }
 
+/* A child that makes `pairs` fast pairs, takes one more permit and waits
+ * to be killed holding it. */
+struct pairs_arg {
+	const char *name;
+	int pairs;
+};
+
+static int pairs_then_hold(void *arg, int out, int in)
+{
+	struct pairs_arg *p = arg;
+	bulkhead_t *bh;
+
+	if (bh_shm_open(p->name, NULL, 0, &bh) != 0)
+		return 1;
+	for (int i = 0; i < p->pairs; i++)
+		if (bh_try_acquire(bh, 1) != 0 || bh_release(bh, 1) != 0)
+			return 2;
+	if (bh_try_acquire(bh, 1) != 0)
+		return 3;
+	say(out, 1);
+	hear(in);
+	return 0;
+}
+
+/* The fast path's single permits are counted by the slot's in and out
+ * words, not by counters: every call still counts once, permits taken one
+ * at a time go back in one call, and the counts stay when a dead process's
+ * slot passes to the next one. */
+static void test_fast_pairs_count_exactly(void **state)
+{
+	const char *name = uniq("fastcount");
+	bulkhead_t *bh = shm_make(name, 4, 0, 0);
+	struct pairs_arg pa = { name, 500 };
+	struct bh_stats st;
+	struct child c;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++) {
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0);
+	}
+	/* two taken through in, given back together through the ledger */
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 2), 0);
+	/* two taken together, given back one at a time through out */
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	st = stats_of(bh);
+	assert_int_equal(st.acquired, 1003);
+	assert_int_equal(st.released, 1003);
+	assert_int_equal(st.over_released, 1);
+	for (int round = 0; round < 3; round++) {
+		c = spawn(pairs_then_hold, &pa);
+		assert_int_equal(hear(c.rd), 1);
+		kill_reap(&c);
+		await_in_flight(bh, 0, BH_SEC);
+		st = stats_of(bh);
+		assert_int_equal(st.acquired, 1003 + (uint64_t)(round + 1) * 501);
+		assert_int_equal(st.released, 1003 + (uint64_t)(round + 1) * 500);
+		assert_int_equal(st.reclaimed, (uint64_t)round + 1);
+	}
+	assert_int_equal(bh_try_acquire(bh, 4), 0); /* all four back */
+	assert_int_equal(bh_release(bh, 4), 0);
+	shm_done(bh, name);
+}
+
 /* Handles of one process share its ledger. */
 static void test_handles_share_ledger(void **state)
 {
@@ -1052,6 +1121,7 @@ int main(void)
 		cmocka_unit_test(test_fuzz_attach),
 		cmocka_unit_test(test_frozen_word_free_lock),
 		cmocka_unit_test(test_try_release_counts),
+		cmocka_unit_test(test_fast_pairs_count_exactly),
 		cmocka_unit_test(test_errno_untouched),
 		cmocka_unit_test(test_handles_share_ledger),
 		cmocka_unit_test(test_cross_thread_release),

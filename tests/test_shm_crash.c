@@ -63,6 +63,29 @@ static int act_try(bulkhead_t *bh, struct victim *v, int out, int in)
 	return bh_try_acquire(bh, v->n);
 }
 
+/* A pair of one permit first, so the thread has its slot and the act runs
+ * on the fast path (a thread's first call maps its slot on the slow one);
+ * the crash point's count skips the pair's own stop there. */
+static int act_warm_try(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)out;
+	(void)in;
+	if (bh_try_acquire(bh, 1) != 0 || bh_release(bh, 1) != 0)
+		return 1;
+	return bh_try_acquire(bh, v->n);
+}
+
+static int act_warm_take_then_release(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)out;
+	(void)in;
+	if (bh_try_acquire(bh, 1) != 0 || bh_release(bh, 1) != 0)
+		return 1;
+	if (bh_try_acquire(bh, v->n) != 0)
+		return 1;
+	return bh_release(bh, v->n);
+}
+
 static int act_take_then_release(bulkhead_t *bh, struct victim *v, int out, int in)
 {
 	(void)out;
@@ -86,34 +109,44 @@ static int act_set_limit(bulkhead_t *bh, struct victim *v, int out, int in)
 	return bh_set_limit(bh, v->n);
 }
 
-/* Between the permit CAS and the ledger write: the ambiguous window. */
-static void test_killed_between_cas_and_ledger(void **state)
+/* Between the permit CAS and the ledger write: the ambiguous window. One
+ * permit on the fast path goes through the slot's in word, more (or a
+ * thread's first call) through its ledger. */
+static void killed_between_cas_and_ledger(uint32_t n, bool warm)
 {
 	const char *name = uniq("acq-window");
 	bulkhead_t *bh = shm_make(name, 4, 4, 0);
-	struct victim v = { name, BP_ACQ_CAS, 1, act_try, 3 };
+	struct victim v = { name, BP_ACQ_CAS, warm ? 2 : 1, warm ? act_warm_try : act_try, n };
 	struct child c = stop_at(&v);
 
-	(void)state;
-	assert_int_equal(stats_of(bh).in_flight, 3); /* the CAS happened */
+	assert_int_equal(stats_of(bh).in_flight, n); /* the CAS happened */
 	kill_reap(&c);
 	await_in_flight(bh, 0, BH_SEC);
-	assert_int_equal(stats_of(bh).reclaimed, 3);
+	assert_int_equal(stats_of(bh).reclaimed, n);
 	assert_true(atomic_load(&((struct bhs_seg *)bhs_segment(bh, NULL))->rebuilds) >= 1);
 	all_permits_back(bh, 4);
 	shm_done(bh, name);
 }
 
+static void test_killed_between_cas_and_ledger(void **state)
+{
+	(void)state;
+	killed_between_cas_and_ledger(1, false);
+	killed_between_cas_and_ledger(1, true);
+	killed_between_cas_and_ledger(3, false);
+	killed_between_cas_and_ledger(3, true);
+}
+
 /* The release's CAS gave the permits back but the ledger still counts
  * them: trusting it would create permits. */
-static void test_killed_between_release_cas_and_ledger(void **state)
+static void killed_between_release_cas_and_ledger(uint32_t n, bool warm)
 {
 	const char *name = uniq("rel-window");
 	bulkhead_t *bh = shm_make(name, 4, 4, 0);
-	struct victim v = { name, BP_REL_CAS, 1, act_take_then_release, 2 };
+	struct victim v = { name, BP_REL_CAS, warm ? 2 : 1,
+			    warm ? act_warm_take_then_release : act_take_then_release, n };
 	struct child c = stop_at(&v);
 
-	(void)state;
 	assert_int_equal(stats_of(bh).in_flight, 0);
 	assert_int_equal(bh_try_acquire(bh, 1), 0);
 	kill_reap(&c);
@@ -126,6 +159,15 @@ static void test_killed_between_release_cas_and_ledger(void **state)
 	assert_int_equal(bh_release(bh, 4), 0);
 	all_permits_back(bh, 4);
 	shm_done(bh, name);
+}
+
+static void test_killed_between_release_cas_and_ledger(void **state)
+{
+	(void)state;
+	killed_between_release_cas_and_ledger(1, false);
+	killed_between_release_cas_and_ledger(1, true);
+	killed_between_release_cas_and_ledger(2, false);
+	killed_between_release_cas_and_ledger(2, true);
 }
 
 /* A queued waiter dies: it leaves the queue, and the permit it would have

@@ -1,14 +1,16 @@
 /* Ledgers and the fast paths of a host-wide bulkhead.
  *
  * Every thread that uses the bulkhead owns one slot in the segment (its
- * ledger and its counters), found through the process's thread map. The
- * ledger is the truth about what the process holds: the shared word is a
- * cache that a recovery can rebuild from the ledgers of the living. A fast
- * path opens a window (S_PEND in the ledger), CASes the word, and closes
- * the window with the new count in the same store, so a process that dies
- * anywhere leaves either a closed ledger that is exact or an open window,
- * which makes its recovery rebuild the word instead of trusting that ledger
- * (reclaim.c).
+ * ledger words and its counters), found through the process's thread map.
+ * The ledgers are the truth about what the process holds: the shared word
+ * is a cache that a recovery can rebuild from the ledgers of the living. A
+ * fast path opens a window (S_PEND in one of the slot's words), CASes the
+ * word, and closes the window with the new count in the same store, so a
+ * process that dies anywhere leaves either closed ledgers that are exact or
+ * an open window, which makes its recovery rebuild the word instead of
+ * trusting those ledgers (reclaim.c). A single permit, the common case,
+ * goes through the slot's in or out word, whose counts are also the
+ * acquires and releases the fast path made: it stores nothing else.
  *
  * A permit taken on one thread may be released on another of the same
  * process: a release that finds too few permits in its own ledger moves
@@ -211,6 +213,28 @@ bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 	return take_on(a, s, n, counts(a));
 }
 
+/* take_on() for one permit, through the slot's in word: its count is the
+ * record and the count of the acquire in one store. */
+static inline __attribute__((always_inline)) bool take1_on(struct bhs_att *a,
+							   struct bhs_slot *s)
+{
+	_Atomic uint64_t *word = &a->seg->word;
+	uint64_t in = win_open_on(&s->in);
+	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
+
+	while (may_take(w, 1)) {
+		/* acq_rel: see cas_sword */
+		if (atomic_compare_exchange_weak_explicit(word, &w, w - 1, memory_order_acq_rel,
+							  memory_order_acquire)) {
+			BHS_POINT(BP_ACQ_CAS);
+			win_close_on(&s->in, in + 1);
+			return true;
+		}
+	}
+	win_close_on(&s->in, in);
+	return false;
+}
+
 /* Is a transfer running? The look comes after the window's mark, with a
  * barrier between them: a compiler barrier when the transferer issues a
  * membarrier, a real fence when the kernel has none (XFER_FENCED, a
@@ -271,6 +295,44 @@ int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 	return give_on(a, s, n, counts(a));
 }
 
+/* held_of() in the owner's window on out, whose value it has. */
+static inline uint64_t held1_of(struct bhs_slot *s, uint64_t out)
+{
+	return (atomic_load_explicit(&s->ledger, memory_order_relaxed) +
+		atomic_load_explicit(&s->in, memory_order_relaxed) - out -
+		atomic_load_explicit(&s->debit, memory_order_relaxed)) &
+	       S_HELD_MASK;
+}
+
+/* give_on() for one permit, through the slot's out word. */
+static inline __attribute__((always_inline)) int give1_on(struct bhs_att *a, struct bhs_slot *s)
+{
+	_Atomic uint64_t *word = &a->seg->word;
+	uint64_t out = win_open_on(&s->out);
+	uint64_t w;
+
+	if (BHI_UNLIKELY(xfer_running(a))) {
+		win_close_on(&s->out, out);
+		return GIVE_XFER;
+	}
+	if (BHI_UNLIKELY(held1_of(s, out) == 0)) {
+		win_close_on(&s->out, out);
+		return GIVE_SHORT;
+	}
+	w = atomic_load_explicit(word, memory_order_relaxed);
+	while (may_give(w, 1)) {
+		/* acq_rel: see cas_sword */
+		if (atomic_compare_exchange_weak_explicit(word, &w, w + 1, memory_order_acq_rel,
+							  memory_order_acquire)) {
+			BHS_POINT(BP_REL_CAS);
+			win_close_on(&s->out, out + 1);
+			return GIVE_OK;
+		}
+	}
+	win_close_on(&s->out, out);
+	return GIVE_LOCK;
+}
+
 /* The same under the lock, serving the queue (the caller dispatches): the
  * word is not frozen while we hold the lock, so only the ledger and a
  * transfer can say no. */
@@ -312,13 +374,11 @@ static void membarrier_all(struct bhs_att *a)
 
 static uint64_t wait_closed(struct bhs_slot *s)
 {
-	uint64_t l;
-
-	/* acquire (seq_cst): pairs with win_close: the count and the debit
-	 * read after it are current */
-	while ((l = atomic_load_explicit(&s->ledger, memory_order_seq_cst)) & S_PEND)
+	/* acquire (seq_cst): pairs with the windows' close: the counts and
+	 * the debit read after it are current */
+	while (slot_open(s))
 		sched_yield();
-	return l;
+	return atomic_load_explicit(&s->ledger, memory_order_relaxed);
 }
 
 static bool sibling(const struct bhs_att *a, const struct bhs_slot *s, const struct bhs_slot *t)
@@ -437,7 +497,7 @@ bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
 
-	if (BHI_LIKELY(s != NULL) && take_on(a, s, n, counts(a))) {
+	if (BHI_LIKELY(s != NULL) && (n == 1 ? take1_on(a, s) : take_on(a, s, n, counts(a)))) {
 		if (BHI_UNLIKELY(a->flags & BH_TRACK_HOLD))
 			bhs_hold_begin(a, n);
 		return true;
@@ -446,15 +506,17 @@ bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 }
 
 /* The entry points the core hands a host-wide handle to whole (as tail
- * calls from its entry points): the fast take or give first, on this
- * thread's own slot, and everything else by tail call, so the common path
- * calls nothing and saves no register (the shape of the core's own fast
- * path, src/core/word.c). The common path counts and tracks no hold;
- * BH_NO_STATS has its own copy (quiet()), BH_TRACK_HOLD goes the slow way. */
+ * calls from its entry points): the fast take or give of one permit first,
+ * on this thread's own slot, and everything else by tail call, so the
+ * common path calls nothing and saves no register (the shape of the core's
+ * own fast path, src/core/word.c). One permit's in and out words count
+ * whatever the flags, and bhs_stats() reads them only without
+ * BH_NO_STATS; n > 1 of BH_NO_STATS has its own copy (quiet()), and
+ * BH_TRACK_HOLD goes the slow way. */
 static inline bool plain(const struct bhs_att *a, const struct bhs_slot *s, uint32_t n)
 {
-	return BHI_LIKELY(s != NULL) && BHI_LIKELY(n_valid(n)) &&
-	       BHI_LIKELY(!(a->flags & (BH_TRACK_HOLD | BH_NO_STATS)));
+	return BHI_LIKELY(s != NULL) && BHI_LIKELY(n == 1) &&
+	       BHI_LIKELY(!(a->flags & BH_TRACK_HOLD));
 }
 
 static inline bool quiet(const struct bhs_att *a, const struct bhs_slot *s, uint32_t n)
@@ -475,7 +537,7 @@ BHI_HOT_ENTRY int bhs_try_acquire(bulkhead_t *bh, uint32_t n)
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
 
-	if (plain(a, s, n) && take_on(a, s, n, true))
+	if (plain(a, s, n) && take1_on(a, s))
 		return 0;
 	return try_rest(a, s, n);
 }
@@ -493,7 +555,7 @@ BHI_HOT_ENTRY int bhs_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
 
-	if (plain(a, s, n) && take_on(a, s, n, true))
+	if (plain(a, s, n) && take1_on(a, s))
 		return 0;
 	return acquire_rest(a, s, n, deadline_ns);
 }
@@ -522,7 +584,7 @@ BHI_HOT_ENTRY int bhs_release(bulkhead_t *bh, uint32_t n32)
 	struct bhs_slot *s = my_slot(a);
 	uint64_t n = n32; /* one register for the give's sums and the tail call */
 
-	if (plain(a, s, n32) && BHI_LIKELY(give_on(a, s, n32, true) == GIVE_OK))
+	if (plain(a, s, n32) && BHI_LIKELY(give1_on(a, s) == GIVE_OK))
 		return 0;
 	return release_rest(bh, n);
 }

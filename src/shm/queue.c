@@ -533,9 +533,22 @@ void bhs_stats(const bulkhead_t *bh, struct bh_stats *out)
 		bhs_maybe_scan(a); /* the dead's permits are not in flight */
 	/* acquire: as in bhs_gauges() */
 	w = atomic_load_explicit(&g->word, memory_order_acquire);
-	for (uint32_t i = 0; i < a->nslots; i++)
+	for (uint32_t i = 0; i < a->nslots; i++) {
+		struct bhs_slot *s = &a->slots[i];
+
 		for (int c = 0; c < BHI_NCOUNTERS; c++)
-			sum[c] += atomic_load_explicit(&a->slots[i].c[c], memory_order_relaxed);
+			sum[c] += atomic_load_explicit(&s->c[c], memory_order_relaxed);
+		/* the fast path's single permits (seg.h, "the ledger"): out
+		 * before in, so a thread's pair that lands between the two
+		 * loads never shows as more releases than acquires (acquire:
+		 * pairs with the close of out, which follows the close of in) */
+		if (!(a->flags & BH_NO_STATS)) {
+			sum[BHI_RELEASED] +=
+				atomic_load_explicit(&s->out, memory_order_acquire) & S_HELD_MASK;
+			sum[BHI_ACQUIRED] +=
+				atomic_load_explicit(&s->in, memory_order_relaxed) & S_HELD_MASK;
+		}
+	}
 	for (uint32_t i = 0; i < a->nprocs; i++)
 		live += atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE;
 	memset(out, 0, sizeof(*out));

@@ -58,14 +58,11 @@ uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open)
 	*open = false;
 	for (uint32_t i = 0; i < a->nslots; i++) {
 		struct bhs_slot *s = slot_at(a, i);
-		uint64_t l;
 
 		if (owner_of(a, &s->owner) != pidx)
 			continue;
-		/* acquire: pairs with win_close */
-		l = atomic_load_explicit(&s->ledger, memory_order_seq_cst);
-		*open |= (l & S_PEND) != 0;
-		held += held_of(s, l);
+		*open |= slot_open(s);
+		held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_relaxed));
 	}
 	for (uint32_t i = 0; i < nqnodes(a); i++) {
 		struct bhs_qnode *q = qnode_at(a, i);
@@ -79,11 +76,19 @@ uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open)
 	return held;
 }
 
+/* The slot holds nothing from here on. Its in and out words stay (closed):
+ * they are the acquires and releases its threads made, and the next owner
+ * goes on counting from them; the ledger takes up the difference. */
 static void free_slot(struct bhs_slot *s)
 {
-	atomic_store_explicit(&s->ledger, 0, memory_order_relaxed);
+	uint64_t in = atomic_load_explicit(&s->in, memory_order_relaxed) & S_HELD_MASK;
+	uint64_t out = atomic_load_explicit(&s->out, memory_order_relaxed) & S_HELD_MASK;
+
+	atomic_store_explicit(&s->in, in, memory_order_relaxed);
+	atomic_store_explicit(&s->out, out, memory_order_relaxed);
+	atomic_store_explicit(&s->ledger, (out - in) & S_HELD_MASK, memory_order_relaxed);
 	atomic_store_explicit(&s->debit, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->hint, 0, memory_order_relaxed);
+	/* held_of() is 0 again: ledger + in - out - 0 */
 	/* release: the next owner's acquire CAS sees the cleared ledger and
 	 * the counters it continues */
 	atomic_store_explicit(&s->owner, 0, memory_order_release);
@@ -226,8 +231,7 @@ static bool windows_closed(struct bhs_att *a, struct census *c, bool must)
 		uint32_t o = owner_of(a, &s->owner);
 
 		/* seq_cst: after the freeze, as claims' Dekker check needs */
-		while (is_live(c, o) &&
-		       (atomic_load_explicit(&s->ledger, memory_order_seq_cst) & S_PEND)) {
+		while (is_live(c, o) && slot_open(s)) {
 			if (bh_now_ns() - start > PATIENCE_NS) {
 				if (!bhs_proc_alive(a, o)) {
 					c->live[o / 64] &= ~(1ull << (o % 64));
@@ -373,10 +377,10 @@ static bool rebuild(struct bhs_att *a, bool must)
 	for (uint32_t i = 0; i < a->nslots; i++) {
 		struct bhs_slot *s = slot_at(a, i);
 
-		/* seq_cst, as in windows_closed(): after the freeze; acquire:
-		 * pairs with win_close()'s release */
+		/* windows_closed() loaded every word after the freeze and
+		 * acquired their closes: these loads see those values */
 		if (is_live(&c, owner_of(a, &s->owner)))
-			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_seq_cst));
+			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_relaxed));
 	}
 	census_nodes(a, &c);
 	freed = free_dead(a, &c);

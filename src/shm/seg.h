@@ -37,11 +37,21 @@ static inline uint32_t s_nq(uint64_t w)
 
 /* ---- the ledger --------------------------------------------------------
  *
- * Each thread slot's ledger word is the number of permits the slot records
- * as held, with S_PEND set while its owner is inside a window: between
- * announcing an operation and recording its effect. A fast path stores
- * PEND, CASes the shared word, then stores the new count (which clears
- * PEND) in one store: the count and the end of the window are one write.
+ * What a thread slot holds is kept in three words, each with S_PEND set
+ * while its owner is inside a window on it: between announcing an
+ * operation and recording its effect. A window stores PEND, changes the
+ * shared word, then stores the new value (which clears PEND) in one store:
+ * the record and the end of the window are one write.
+ *   ledger  permits moved by every other path (n > 1, queue grants,
+ *           transfers in), counted in the slot's counters as calls
+ *   in      single permits taken on the fast path: only ever grows
+ *   out     single permits given back on the fast path: only ever grows
+ * held = ledger + in - out - debit, modulo 2^63 (a ledger runs "below
+ * zero" when permits taken through in go back through it). in and out are the fast
+ * path's counts of acquires and releases too, so it stores nothing else
+ * (bhs_stats adds them to the counters); they are never reset, not even
+ * when the slot passes to another process (free_slot() zeroes the held
+ * count through the ledger).
  */
 #define S_PEND (1ull << 63)
 #define S_HELD_MASK (S_PEND - 1)
@@ -57,7 +67,7 @@ static inline uint32_t s_nq(uint64_t w)
 #define BHS_LOCK_BASE ((off_t)1 << 40) /* byte BASE + i: process i's liveness lock */
 
 #define BHS_MAGIC 0x314d48536b6c7562ull /* "bulkSHM1", little-endian */
-#define BHS_LAYOUT 1u
+#define BHS_LAYOUT 2u
 
 /* Offsets in the segment are cache-line aligned. */
 static inline size_t bhs_align_up(size_t v)
@@ -97,9 +107,9 @@ struct bhs_proc {
 };
 
 struct bhs_slot {
-	_Alignas(BHI_CACHELINE) _Atomic uint64_t ledger; /* S_PEND | held */
-	_Atomic uint64_t hint;  /* unused: the fast paths load the word; kept so
-				 * the segment layout (and its version) stays */
+	_Alignas(BHI_CACHELINE) _Atomic uint64_t ledger; /* S_PEND | moved */
+	_Atomic uint64_t in;    /* S_PEND | single fast takes */
+	_Atomic uint64_t out;   /* S_PEND | single fast gives */
 	_Atomic uint64_t c[BHI_NCOUNTERS];
 	_Atomic uint64_t debit; /* taken by transfers; held = ledger - debit */
 	_Atomic uint32_t owner; /* process index + 1; 0 = free */
@@ -313,32 +323,60 @@ static inline bool may_give(uint64_t w, uint32_t n)
 	return w_avail(w) + n <= (int64_t)w_limit(w);
 }
 
-static inline uint64_t held_of(struct bhs_slot *s, uint64_t ledger)
+/* What slot s holds, given its ledger's value l (the words must be closed,
+ * or in the caller's own window). */
+static inline uint64_t held_of(struct bhs_slot *s, uint64_t l)
 {
+	uint64_t in = atomic_load_explicit(&s->in, memory_order_relaxed);
+	uint64_t out = atomic_load_explicit(&s->out, memory_order_relaxed);
 	uint64_t d = atomic_load_explicit(&s->debit, memory_order_relaxed);
 
-	return (ledger & S_HELD_MASK) - d;
+	/* modulo 2^63, the ledger's range: a ledger goes "below zero" when a
+	 * permit taken through in goes back through it */
+	return (l + in - out - d) & S_HELD_MASK;
+}
+
+/* Is a window open on any of s's words? seq_cst: callers load after a
+ * freeze or a membarrier and pair with the windows' PEND stores; acquire:
+ * pairs with the close (win_close's release), so what is read after a
+ * closed answer is current. */
+static inline bool slot_open(struct bhs_slot *s)
+{
+	return ((atomic_load_explicit(&s->ledger, memory_order_seq_cst) |
+		 atomic_load_explicit(&s->in, memory_order_seq_cst) |
+		 atomic_load_explicit(&s->out, memory_order_seq_cst)) &
+		S_PEND) != 0;
 }
 
 /* ---- windows ------------------------------------------------------------- */
 
-/* Open a window: mark the ledger, before the CAS. No fence against
- * recoveries: a CAS that succeeds after the store is a release that the
- * freeze acquires. (A release window also orders the mark before its look
- * at a->xfer: see bhs_give_on.) */
-static inline uint64_t win_open(struct bhs_slot *s)
+/* Open a window on one of a slot's words: mark it, before the CAS. No
+ * fence against recoveries: a CAS that succeeds after the store is a
+ * release that the freeze acquires. (A release window also orders the mark
+ * before its look at a->xfer: see give_on.) */
+static inline uint64_t win_open_on(_Atomic uint64_t *v)
 {
-	uint64_t l = atomic_load_explicit(&s->ledger, memory_order_relaxed);
+	uint64_t l = atomic_load_explicit(v, memory_order_relaxed);
 
-	atomic_store_explicit(&s->ledger, l | S_PEND, memory_order_relaxed);
+	atomic_store_explicit(v, l | S_PEND, memory_order_relaxed);
 	return l;
 }
 
-/* Close it with the new count. release: pairs with a recovery's or a
- * transferer's acquire load of a ledger without PEND. */
+/* Close it with the new value. release: pairs with a recovery's or a
+ * transferer's acquire load of the word without PEND. */
+static inline void win_close_on(_Atomic uint64_t *v, uint64_t l)
+{
+	atomic_store_explicit(v, l & S_HELD_MASK, memory_order_release);
+}
+
+static inline uint64_t win_open(struct bhs_slot *s)
+{
+	return win_open_on(&s->ledger);
+}
+
 static inline void win_close(struct bhs_slot *s, uint64_t l)
 {
-	atomic_store_explicit(&s->ledger, l, memory_order_release);
+	win_close_on(&s->ledger, l);
 }
 
 /* ---- build-time crash points (tests only) ------------------------------------ */
