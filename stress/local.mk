@@ -6,7 +6,8 @@
 #
 # BH_STRESS_SECONDS (default 3) sets each program's duration; BH_STRESS_SEED
 # replays one. Other areas add their programs with `STRESS_PROGS +=` (built
-# with check_PROGRAMS, so `make check` compiles them too).
+# with check_PROGRAMS, so `make check` compiles them too), and the helper
+# programs those start with `STRESS_DEPS +=`.
 STRESS_LIBS = src/libbhcore.la
 STRESS_COMMON = stress/common.c stress/common.h
 
@@ -27,7 +28,7 @@ EXTRA_DIST += stress/run.sh stress/sanitized.sh stress/README.md
 # whole directory, so a new patch ships without being listed here.
 EXTRA_DIST += stress/mutants
 
-stress: $(STRESS_PROGS)
+stress: $(STRESS_PROGS) $(STRESS_DEPS)
 	@$(SHELL) $(top_srcdir)/stress/run.sh $(STRESS_PROGS)
 
 stress-tsan:

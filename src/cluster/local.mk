@@ -88,6 +88,7 @@ tests_cluster_inst_LDADD = $(CLUSTER_LIBS)
 
 # The soak: random faults for BH_STRESS_SECONDS (make stress).
 STRESS_PROGS += stress/stress_cluster
+STRESS_DEPS += tests/cluster_inst # the instances it starts
 stress_stress_cluster_SOURCES = stress/stress_cluster.c tests/cluster_rig.h \
 	tests/redis_harness.h
 stress_stress_cluster_CFLAGS = $(CLUSTER_CFLAGS) -I$(top_srcdir)/tests

@@ -16,7 +16,8 @@
  * process: a release that finds too few permits in its own ledger moves
  * the difference from its siblings' ledgers (transfer()). The siblings'
  * ledgers are theirs alone to write, so a transfer debits them through a
- * separate word (debit) that only transfers write; held = ledger - debit.
+ * separate word (debit) that only transfers write; held = ledger + in -
+ * out - debit (seg.h).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -183,8 +184,8 @@ void bhs_record_hold(bulkhead_t *bh, uint64_t ns)
 
 /* Take n permits into slot s if the word allows it now. The word is
  * loaded, not guessed from the slot (docs/design.md, "Fast paths"). An
- * acquire window needs no look at a->xfer: it only adds to its ledger, and
- * a transfer only writes the debit. */
+ * acquire window needs no look at a->xfer: it only adds to its ledger (or
+ * to in, take1_on), and a transfer only writes the debit. */
 static inline __attribute__((always_inline)) bool take_on(struct bhs_att *a,
 							  struct bhs_slot *s, uint32_t n,
 							  bool count)
@@ -521,7 +522,7 @@ static inline bool plain(const struct bhs_att *a, const struct bhs_slot *s, uint
 
 static inline bool quiet(const struct bhs_att *a, const struct bhs_slot *s, uint32_t n)
 {
-	return s != NULL && n_valid(n) &&
+	return s != NULL && n != 1 && n_valid(n) && /* one permit: plain() tried it */
 	       (a->flags & (BH_TRACK_HOLD | BH_NO_STATS)) == BH_NO_STATS;
 }
 

@@ -89,8 +89,8 @@ static void free_slot(struct bhs_slot *s)
 	atomic_store_explicit(&s->ledger, (out - in) & S_HELD_MASK, memory_order_relaxed);
 	atomic_store_explicit(&s->debit, 0, memory_order_relaxed);
 	/* held_of() is 0 again: ledger + in - out - 0 */
-	/* release: the next owner's acquire CAS sees the cleared ledger and
-	 * the counters it continues */
+	/* release: the next owner's acquire CAS sees the zeroed holdings and
+	 * the counts it continues */
 	atomic_store_explicit(&s->owner, 0, memory_order_release);
 }
 

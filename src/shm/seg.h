@@ -111,7 +111,7 @@ struct bhs_slot {
 	_Atomic uint64_t in;    /* S_PEND | single fast takes */
 	_Atomic uint64_t out;   /* S_PEND | single fast gives */
 	_Atomic uint64_t c[BHI_NCOUNTERS];
-	_Atomic uint64_t debit; /* taken by transfers; held = ledger - debit */
+	_Atomic uint64_t debit; /* taken by transfers; subtracted from held */
 	_Atomic uint32_t owner; /* process index + 1; 0 = free */
 };
 
