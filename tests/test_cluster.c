@@ -557,7 +557,7 @@ static void test_lease_checked_on_admission(void **state)
 	cc.flags |= BH_CLUSTER_MANUAL;
 	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
 	expiry = cstats(bh).lease_expiry_ns;
-	assert_true(expiry >= bh_now_ns() + LEASE - LEASE / 10 - 50 * BH_MSEC);
+	assert_true(expiry >= bh_now_ns() + LEASE - LEASE / 10 - 200 * BH_MSEC); /* 200: slack */
 	assert_int_equal(bh_try_acquire(bh, 1), 0);
 	assert_int_equal(bh_release(bh, 1), 0);
 	while (bh_now_ns() < expiry)
@@ -613,13 +613,20 @@ static void test_thread_renews(void **state)
 	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
 	bulkhead_t *bh;
 	int t = threads();
+	uint64_t end;
 
 	(void)state;
 	cc.renew_ns = 100 * BH_MSEC;
 	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
 	assert_int_equal(threads(), t + 1);
-	usleep(1000000);
-	assert_true(cstats(bh).renewals >= 6);
+	/* Nobody steps it: six renewals come from the thread alone (0.6 s
+	 * unloaded; a stalled machine gets 10 s, since each renewal is timed
+	 * from the one before). */
+	end = bh_now_ns() + 10 * BH_SEC;
+	while (cstats(bh).renewals < 6) {
+		assert_true(bh_now_ns() < end);
+		usleep(10000);
+	}
 	assert_int_equal(bh_try_acquire(bh, 2), 0); /* the lease is fresh */
 	assert_int_equal(bh_release(bh, 2), 0);
 	bh_destroy(bh);
@@ -670,8 +677,12 @@ static void fallback_and_rejoin(uint32_t fallback)
 	/* Renewals fail, but the lease is still good: 3 permits. */
 	STEP_UNTIL(bh, cstats(bh).renewals_failed >= 1);
 	if (bh_now_ns() < expiry - 20 * BH_MSEC) {
-		assert_int_equal(bh_try_acquire(bh, 2), 0);
-		assert_int_equal(bh_release(bh, 2), 0);
+		int r = bh_try_acquire(bh, 2);
+
+		if (r == 0)
+			assert_int_equal(bh_release(bh, 2), 0);
+		else /* only a preemption past the lease's end may refuse it */
+			assert_true(r == -EBUSY && bh_now_ns() >= expiry - 20 * BH_MSEC);
 	}
 	STEP_UNTIL(bh, cstats(bh).fallback_active == 1);
 	assert_true(bh_now_ns() >= expiry);
@@ -825,7 +836,7 @@ static void test_expiry_on_store_clock(void **state)
 		if (strncmp(h->element[i]->str, "i:", 2) == 0)
 			exp = strtoull(h->element[i + 1]->str, NULL, 10);
 	assert_true(exp > now && exp <= now + LEASE / BH_USEC);
-	assert_true(exp + 200000 > now + LEASE / BH_USEC);
+	assert_true(exp + 400000 > now + LEASE / BH_USEC); /* 400 ms: a loaded machine's slack */
 	freeReplyObject(t);
 	freeReplyObject(h);
 	bh_destroy(bh);

@@ -55,7 +55,10 @@ check $k "host-wide bulkhead: the limit is reached" "shared_peak == limit"
 # The SIGKILL: a worker holding permits, and exactly those came back.
 check $k "a worker holding permits was killed" "shared_killed == 1 && shared_victim_held >= 1"
 check $k "its permits were reclaimed, all of them" "shared_reclaimed == shared_victim_held"
-check $k "killed in the fault" "shared_kill_s >= 1.7 && shared_kill_s < 2.5"
+# The kill is due at 1.8 s; the first calls of the fault (2 s +- 20%) end
+# at 2.6 s at the earliest, so a kill a loaded machine delayed until then
+# still finds the victim holding what it took in the fault.
+check $k "killed in the fault" "shared_kill_s >= 1.7 && shared_kill_s < 2.6"
 grep -q "^ *SIGKILL worker [1-4] at [0-9.]* s, holding [1-4] permits*$" "$tmp/p" ||
 	fail "no line for the kill"
 grep -q "^summary: prefork, a limit of $limit for payment$" "$tmp/p" || fail "no summary"

@@ -134,7 +134,7 @@ static void test_spin_while_refused_returns(void **state)
 	assert_true(bhi_spin_begin());
 	t0 = bhi_now_ns();
 	bhi_spin_while(&word, 5, UINT32_MAX);
-	assert_true(bhi_now_ns() - t0 < 100 * BH_MSEC);
+	assert_true(bhi_now_ns() - t0 < BH_SEC); /* a loaded machine's slack */
 	assert_int_equal(bhi_spin_count(), 2);
 	bhi_spin_end();
 	bhi_spin_end();

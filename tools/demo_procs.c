@@ -340,12 +340,14 @@ static void kill_one(struct procs_ctx *x, struct procs_run *run, uint64_t t0)
 			best = i;
 		}
 	}
+	/* The instant of the kill, not of the reap after it: a loaded machine
+	 * can take a while to let the killed process exit. */
+	run->kill_s = (double)(bh_now_ns() - t0) / 1e9;
 	kill(x->pid[best], SIGKILL);
 	reap(x, best, false);
 	/* Its threads are gone with it: held is frozen at what it held. */
 	run->victim = (int)best;
 	run->victim_held = atomic_load_explicit(&x->page->slot[best].held, memory_order_relaxed);
-	run->kill_s = (double)(bh_now_ns() - t0) / 1e9;
 	if (!x->cfg->quiet)
 		printf("      SIGKILL %s %u at %.2f s, holding %u permit%s\n", x->sc->unit, best + 1,
 		       run->kill_s, run->victim_held, run->victim_held == 1 ? "" : "s");
