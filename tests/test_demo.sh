@@ -105,23 +105,40 @@ kv() {
 
 # check "description" awk-condition: the condition sees every key of
 # $kvfile as a variable.
-check() {
+holds() {
 	vars=$(sed -n 's/^\([a-z_0-9]*\)=\([-0-9.e+a-z]*\)$/\1=\2/p' "$kvfile" | tr '\n' ' ')
 	# shellcheck disable=SC2086
-	awk $(printf -- '-v %s ' $vars) "BEGIN { exit !($2) }" 2>/dev/null ||
-		fail "$1 ($2)"
+	awk $(printf -- '-v %s ' $vars) "BEGIN { exit !($1) }" 2>/dev/null
+}
+check() {
+	holds "$2" || fail "$1 ($2)"
+}
+# The absolute figures assume the machine ran the demo on time. A stall of
+# the whole demo (a loaded or paused VM) shows as a load generator that woke
+# late, and sends a burst of orders that no bulkhead was sized for; then only
+# the comparison between the runs is checked.
+check_unless_stalled() {
+	if holds "without_late_max_ms > 60 || with_late_max_ms > 60"; then
+		echo "note: the machine stalled the demo (the load generator woke" \
+			"$(kv without_late_max_ms) / $(kv with_late_max_ms) ms late): not checked: $1"
+	else
+		check "$1" "$2"
+	fi
 }
 
 [ -s "$tmp/kv" ] || fail "no key=value summary"
 check "both runs completed" "without_complete == 1 && with_complete == 1"
 check "enough inventory orders in the fault" "without_inv_n_fault >= 100 && with_inv_n_fault >= 100"
-check "inventory healthy before the fault" "without_inv_ok_before >= 0.95 && with_inv_ok_before >= 0.95"
+grep -q '^without_late_max_ms=[0-9.]*$' "$kvfile" && grep -q '^with_late_max_ms=[0-9.]*$' "$kvfile" ||
+	fail "no lateness of the load generator in the summary"
+check_unless_stalled "inventory healthy before the fault" \
+	"without_inv_ok_before >= 0.95 && with_inv_ok_before >= 0.95"
 check "inventory p99 before the fault within its deadline" \
 	"without_inv_p99_before_ms > 0 && without_inv_p99_before_ms <= 1000 && with_inv_p99_before_ms > 0 && with_inv_p99_before_ms <= 1000"
 check "not interrupted" "interrupted == 0"
 # The containment result, with margins far from what a healthy machine shows
 # (about 100% and 60%).
-check "with isolation inventory keeps succeeding" "with_inv_ok_fault >= 0.97"
+check_unless_stalled "with isolation inventory keeps succeeding" "with_inv_ok_fault >= 0.97"
 check "without isolation inventory fails" "without_inv_ok_fault <= 0.85"
 check "isolation makes the difference" "with_inv_ok_fault - without_inv_ok_fault >= 0.3"
 # Payment is shed at once with isolation; without, the shared pool drains into it.

@@ -182,6 +182,7 @@ struct service_gauges {
 	uint32_t held[NDEPS];    /* workers busy with a dependency, permit waits included */
 	uint32_t busy;           /* workers not idle */
 	uint32_t accept_queued;  /* orders waiting for a worker */
+	uint64_t late_max_ns;    /* the load generator's worst wake-up so far */
 	bool has_bh;
 	struct bh_stats bh[NDEPS];
 };
@@ -241,6 +242,7 @@ struct run_report {
 	uint32_t peak_held[NDEPS];
 	uint64_t refused_releases;
 	uint64_t dropped_records;
+	uint64_t late_max_ns; /* the load generator's worst wake-up */
 };
 
 struct reporter {

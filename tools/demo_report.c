@@ -213,6 +213,7 @@ void reporter_tick(struct reporter *rp, struct run_report *rr, const struct demo
 	for (int d = 0; d < NDEPS; d++)
 		if (tk.d[d].held > rr->peak_held[d])
 			rr->peak_held[d] = tk.d[d].held;
+	rr->late_max_ns = rp->last.late_max_ns;
 	if (!cfg->quiet)
 		print_tick(&tk);
 	if (rr->nticks == rr->cap_ticks && grow_ticks(rr) < 0)
@@ -443,6 +444,7 @@ static void kv_run(FILE *f, const char *p, const struct run_report *rr,
 	fprintf(f, "%s_peak_inv_held=%u\n", p, rr->peak_held[DEP_INV]);
 	fprintf(f, "%s_refused_releases=%llu\n", p, (unsigned long long)rr->refused_releases);
 	fprintf(f, "%s_dropped_records=%llu\n", p, (unsigned long long)rr->dropped_records);
+	fprintf(f, "%s_late_max_ms=%.1f\n", p, (double)rr->late_max_ns / 1e6);
 	for (int d = 0; d < NDEPS && rr->isolated; d++)
 		fprintf(f, "%s_%s_bulkhead=%u+%u\n", p, d == DEP_INV ? "inv" : "pay", rr->conc[d],
 			rr->queue[d]);

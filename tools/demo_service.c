@@ -64,6 +64,7 @@ struct service {
 	_Atomic uint64_t offered[NDEPS];
 	_Atomic uint32_t held[NDEPS];
 	_Atomic uint64_t refused_releases;
+	_Atomic uint64_t late_max_ns; /* the generator's, only it writes */
 };
 
 const char *const dep_name[NDEPS] = { "inventory", "payment" };
@@ -385,6 +386,17 @@ static void sleep_until(uint64_t t_ns)
 		;
 }
 
+/* How late the generator woke for an order: a machine that stalls the
+ * demo for a while sends a burst that no bulkhead was sized for, and the
+ * test reads this to tell a stall from a result. */
+static void note_lateness(struct service *s, uint64_t due_ns)
+{
+	uint64_t late = bh_now_ns() - due_ns;
+
+	if (late > atomic_load_explicit(&s->late_max_ns, memory_order_relaxed))
+		atomic_store_explicit(&s->late_max_ns, late, memory_order_relaxed);
+}
+
 /* Open loop: order i is due at t0 + i / rate, whatever happened to the
  * ones before it, and its latency counts from then. */
 static void *generator_main(void *arg)
@@ -403,6 +415,7 @@ static void *generator_main(void *arg)
 		    atomic_load_explicit(&s->stop_load, memory_order_relaxed))
 			break;
 		sleep_until(o.arrival_ns);
+		note_lateness(s, o.arrival_ns);
 		o.dep = rng_uniform(&rng) < cfg->pay_share ? DEP_PAY : DEP_INV;
 		o.deadline_ns = o.arrival_ns + sec_to_ns(cfg->timeout_s[o.dep]);
 		atomic_fetch_add_explicit(&s->offered[o.dep], 1, memory_order_relaxed);
@@ -517,6 +530,7 @@ void service_gauges(struct service *s, struct service_gauges *g)
 		}
 	}
 	aq_counts(&s->q, &g->accept_queued, &g->busy);
+	g->late_max_ns = atomic_load_explicit(&s->late_max_ns, memory_order_relaxed);
 }
 
 uint64_t service_stop(struct service *s)
