@@ -178,11 +178,12 @@ static double time_one(int k, struct lib *lib, sem_t *sem, long n)
 	}
 }
 
-/* Per-round ratios a / b, into r. */
-static void ratios(double *const *t, int a, int b, int rounds, double *r)
+/* The per-round ratios a / b (into the scratch r), reported as what. */
+static void report_ratio(const char *what, double *const *t, int a, int b, int rounds, double *r)
 {
 	for (int i = 0; i < rounds; i++)
 		r[i] = t[a][i] / t[b][i];
+	report(what, r, rounds);
 }
 
 int main(int argc, char **argv)
@@ -228,19 +229,13 @@ int main(int argc, char **argv)
 	printf("uncontended try+release pair, %d rounds x %ld pairs, per-round ratios of time:\n",
 	       rounds, n);
 	printf("  old: %s\n  new: %s\n", lib[0].path, lib[1].path);
-	ratios(t, NEW, OLD, rounds, r);
-	report("new / old", r, rounds);
-	ratios(t, OLD, SEM, rounds, r);
-	report("old / sem_t", r, rounds);
-	ratios(t, NEW, SEM, rounds, r);
-	report("new / sem_t", r, rounds);
+	report_ratio("new / old", t, NEW, OLD, rounds, r);
+	report_ratio("old / sem_t", t, OLD, SEM, rounds, r);
+	report_ratio("new / sem_t", t, NEW, SEM, rounds, r);
 	if (host) {
-		ratios(t, NEW_HOST, OLD_HOST, rounds, r);
-		report("host-wide new / old", r, rounds);
-		ratios(t, OLD_HOST, OLD, rounds, r);
-		report("old host-wide / local", r, rounds);
-		ratios(t, NEW_HOST, NEW, rounds, r);
-		report("new host-wide / local", r, rounds);
+		report_ratio("host-wide new / old", t, NEW_HOST, OLD_HOST, rounds, r);
+		report_ratio("old host-wide / local", t, OLD_HOST, OLD, rounds, r);
+		report_ratio("new host-wide / local", t, NEW_HOST, NEW, rounds, r);
 	}
 	printf("  ns per pair (medians): old %.2f, new %.2f, sem_t %.2f",
 	       quantile(t[OLD], rounds, 0.5), quantile(t[NEW], rounds, 0.5),
