@@ -200,15 +200,15 @@ io && /^  raw liburing, lookup/ { ioraw[io] = $4 }
 	}
 	d = $4; sub(/:$/, "", d)
 }
-/^tracker.s share of real I\/O:/ { share[io] = $6 }
+/^tracker.s share of real I\/O:/ { share[io] = $7; shareop[io] = $NF }
 END {
 	if (ob == "") { print "| `./build/bench/bench_uring` | (not run: built without liburing, or no io_uring) | | |"; exit }
 	printf "| `./build/bench/bench_uring` | tracked NOPs at depth %s, batched, per op | %s | raw liburing that looks up and books its request (a %.0f ns operation) |\n", d, ob, look
 	printf "| `./build/bench/bench_uring` | the same | %s | bare raw liburing (a %.0f ns operation) |\n", oa, bare
 	if (share["pipe"] != "")
-		printf "| `./build/bench/bench_uring` | tracked pipe write+read of %s bytes, per op | %s | raw liburing (a %.0f ns operation) |\n", bytes, share["pipe"], ioraw["pipe"]
+		printf "| `./build/bench/bench_uring` | tracked pipe write+read of %s bytes, batched (per op) | %s (%s) | raw liburing (a %.0f ns operation) |\n", bytes, share["pipe"], shareop["pipe"], ioraw["pipe"]
 	if (share["tcp"] != "")
-		printf "| `./build/bench/bench_uring` | tracked loopback TCP send+recv of %s bytes, per op | %s | raw liburing (a %.0f ns operation) |\n", bytes, share["tcp"], ioraw["tcp"]
+		printf "| `./build/bench/bench_uring` | tracked loopback TCP send+recv of %s bytes, batched (per op) | %s (%s) | raw liburing (a %.0f ns operation) |\n", bytes, share["tcp"], shareop["tcp"], ioraw["tcp"]
 }' "$out/bench_uring.out"
 echo
 if [ -n "$all" ]; then

@@ -260,13 +260,15 @@ static void start(struct worker *w, struct rec *r)
 		VIOLATION("bh_uring_track: %d", ret);
 }
 
-/* Up to 4 free records as NOPs, one bulkhead update: bh_uring_get_batch and
+/* Up to 4 free records, one bulkhead update: NOPs through bh_uring_get_batch,
+ * or write+read chains through bh_uring_get_chains; then
  * bh_uring_track_batch. */
 static void start_batch(struct worker *w)
 {
 	struct bh_uring_op *ops[4];
-	struct io_uring_sqe *sqes[4];
-	unsigned k = 0;
+	struct io_uring_sqe *sqes[8];
+	bool chains = below(w, 2);
+	unsigned k = 0, nr = chains ? 2 : 1;
 	int got;
 
 	for (unsigned i = below(w, NRECS), tries = 0; k < 4 && tries < 8; i = (i + 7) % NRECS, tries++) {
@@ -276,24 +278,25 @@ static void start_batch(struct worker *w)
 		for (unsigned j = 0; j < k; j++)
 			dup |= ops[j] == &r->op;
 		if (r->book == B_FREE && !dup) {
-			r->kind = K_NOP;
+			r->kind = chains ? K_CHAIN : K_NOP;
 			r->n = 1;
 			ops[k++] = &r->op;
 		}
 	}
 	if (k == 0)
 		return;
-	got = bh_uring_get_batch(w->t, ops, k, bh, 1, sqes);
+	got = chains ? bh_uring_get_chains(w->t, ops, k, bh, 1, nr, sqes)
+		     : bh_uring_get_batch(w->t, ops, k, bh, 1, sqes);
 	if (got == -EBUSY || got == -EAGAIN) {
 		w->rejected += got == -EBUSY;
 		return;
 	}
 	if (got <= 0) {
-		VIOLATION("bh_uring_get_batch: %d", got);
+		VIOLATION("bh_uring_get_%s: %d", chains ? "chains" : "batch", got);
 		return;
 	}
 	for (int i = 0; i < got; i++) {
-		io_uring_prep_nop(sqes[i]);
+		prep(w, ops[i]->data, &sqes[(unsigned)i * nr]);
 		book_start(ops[i]->data);
 	}
 	if ((got = bh_uring_track_batch(w->t, ops, (unsigned)got)) != 0)

@@ -1070,6 +1070,87 @@ static void test_batch_and_reap_coalesce(void **state)
 	fix_free(f);
 }
 
+/* bh_uring_get_chains: many chains in one update of the bulkhead, each op
+ * its nr consecutive SQEs, sealed by bh_uring_track_batch (which links
+ * each chain) and reaped in one release; real pipe writes and reads, so
+ * the links are the kernel's to honour. A record in use ends the batch and
+ * the permits of the ops it could not arm go back; the SQ's room bounds
+ * the count (one SQE left free); bad input takes nothing. */
+static void test_chains_in_one_update(void **state)
+{
+	enum { N = 6, NR = 2 };
+	struct fix *f = fix_new(16, 0, 100, 0, 0);
+	struct bh_uring_op ops[N + 2] = { { 0 } }, *po[N + 2];
+	struct io_uring_sqe *sqes[(N + 2) * NR];
+	struct tally ty = { .base = ops, .bh = f->bh };
+	char in[N] = { 0 };
+	int p[2];
+
+	(void)state;
+	make_pipe(p);
+	for (int i = 0; i < N + 2; i++)
+		po[i] = &ops[i];
+	assert_int_equal(bh_uring_get_chains(f->t, po, N, f->bh, 3, NR, sqes), N);
+	assert_int_equal(in_flight(f->bh), 3 * N);
+	assert_int_equal(stats_of(f->bh).acquired, 1);
+	for (int i = 0; i < N; i++) {
+		io_uring_prep_write(sqes[i * NR], p[1], "abcdef" + i, 1, 0);
+		io_uring_prep_read(sqes[i * NR + 1], p[0], &in[i], 1, 0);
+	}
+	assert_int_equal(bh_uring_track_batch(f->t, po, N), 0);
+	for (int i = 0; i < N; i++) {
+		assert_true(sqes[i * NR]->flags & IOSQE_IO_LINK);
+		assert_false(sqes[i * NR + 1]->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+	}
+	assert_int_equal(tstats(f->t).started, N);
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, N * NR), N * NR);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), N * NR);
+	assert_int_equal(ty.more, N);
+	assert_int_equal(ty.done, N);
+	assert_int_equal(ty.in_flight_at_done, 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(f->bh).released, 1);
+	assert_memory_equal(in, "abcdef", N); /* each read after its own write */
+
+	/* 16 SQEs, one kept free: 7 chains of 2 at most */
+	for (int i = 0; i < N + 2; i++)
+		memset(&ops[i], 0, sizeof(ops[i]));
+	assert_int_equal(bh_uring_get_chains(f->t, po, N + 2, f->bh, 1, NR, sqes), 7);
+	assert_int_equal(in_flight(f->bh), 7);
+	assert_int_equal(io_uring_sq_space_left(&f->ring), 2);
+	assert_int_equal(bh_uring_get_chains(f->t, &po[7], 1, f->bh, 1, 2, sqes), -EAGAIN);
+	for (int i = 0; i < 7 * NR; i++)
+		io_uring_prep_nop(sqes[i]);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 7), 0);
+	memset(&ty, 0, sizeof(ty));
+	reap_done(f, &ty, 7);
+	assert_int_equal(in_flight(f->bh), 0);
+
+	/* a record in use ends the batch; the permits taken for it go back */
+	assert_int_equal(bh_uring_get_chains(f->t, &po[1], 1, f->bh, 1, 3, sqes), 1);
+	assert_int_equal(bh_uring_get_chains(f->t, po, 3, f->bh, 1, 3, sqes), 1);
+	assert_int_equal(in_flight(f->bh), 2);
+	for (int i = 0; i < 3; i++)
+		io_uring_prep_nop(sqes[i]);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 2), 0);
+	assert_int_equal(io_uring_sq_space_left(&f->ring), 16 - 6);
+
+	/* bad input: nothing taken */
+	assert_int_equal(bh_uring_get_chains(f->t, &po[2], 1, f->bh, 1, 0, sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_chains(f->t, &po[2], 1, f->bh, 1, BH_URING_CHAIN_MAX + 1,
+					     sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_chains(f->t, &po[2], 0, f->bh, 1, 2, sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_chains(NULL, &po[2], 1, f->bh, 1, 2, sqes), -EINVAL);
+	assert_int_equal(bh_uring_get_chains(f->t, &po[2], 1, f->bh, 1, 2, NULL), -EINVAL);
+	assert_int_equal(in_flight(f->bh), 2);
+	memset(&ty, 0, sizeof(ty));
+	reap_done(f, &ty, 2);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(f->bh).over_released, 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
 static void test_foreign_cqes_pass_through(void **state)
 {
 	struct fix *f = fix_new(8, 0, 2, 0, 0);
@@ -1845,6 +1926,7 @@ int main(void)
 		cmocka_unit_test(test_chain_is_one_op),
 		cmocka_unit_test(test_chain_checked_whole),
 		cmocka_unit_test(test_batch_and_reap_coalesce),
+		cmocka_unit_test(test_chains_in_one_update),
 		cmocka_unit_test(test_foreign_cqes_pass_through),
 		cmocka_unit_test(test_cq_overflow_many_in_flight),
 		cmocka_unit_test(test_drain_at_shutdown),

@@ -212,6 +212,17 @@ static inline int bh_uring_get_sqe(bh_uring_t *t, struct bh_uring_op *op, bulkhe
 BH_API int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count,
 			      bulkhead_t *bh, uint32_t n, struct io_uring_sqe **sqes);
 
+/* bh_uring_get_batch for chains: up to count idle ops, nr consecutive SQEs
+ * each (ops[i]'s are sqes[i * nr] to sqes[i * nr + nr - 1]; sqes has room
+ * for count * nr), n permits each, one update of bh when all fit, and one
+ * SQE left free. Seal them with bh_uring_track_batch, which links each
+ * op's chain. Returns how many ops got their SQEs, or -EBUSY, -EAGAIN,
+ * -ESHUTDOWN, -EINVAL (also nr 0 or above BH_URING_CHAIN_MAX) when none
+ * did. Since 0.2. */
+BH_API int bh_uring_get_chains(bh_uring_t *t, struct bh_uring_op **ops, unsigned count,
+			       bulkhead_t *bh, uint32_t n, unsigned nr,
+			       struct io_uring_sqe **sqes);
+
 /* Seal op's prepared SQEs: refuse IOSQE_CQE_SKIP_SUCCESS, link the chain,
  * and unless deadline_ns is BH_FOREVER append an IORING_OP_LINK_TIMEOUT that
  * ends the op's last SQE at deadline_ns (absolute, CLOCK_MONOTONIC as

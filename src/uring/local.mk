@@ -7,6 +7,7 @@ URING_MANS = \
 	docs/man/bh_uring_get_sqes.3 \
 	docs/man/bh_uring_get_sqe.3 \
 	docs/man/bh_uring_get_batch.3 \
+	docs/man/bh_uring_get_chains.3 \
 	docs/man/bh_uring_track.3 \
 	docs/man/bh_uring_track_batch.3 \
 	docs/man/bh_uring_complete.3 \

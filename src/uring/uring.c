@@ -204,23 +204,28 @@ static int take_many(bulkhead_t *bh, uint32_t n, unsigned count)
 	return got ? (int)got : r;
 }
 
-int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh,
-		       uint32_t n, struct io_uring_sqe **sqes)
+/* Up to count idle ops, nr SQEs each (op i's are sqes[i * nr] on): one
+ * update of bh when all fit. The batch ends before a record in use, and
+ * the permits of the ops it could not arm go back. Inlined into each
+ * caller, so that bh_uring_get_batch's nr is the constant 1 and its loop
+ * pays nothing for chains. */
+static inline __attribute__((always_inline)) int get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh,
+		    uint32_t n, unsigned nr, struct io_uring_sqe **sqes)
 {
 	struct sq_view v;
 	unsigned space, idx, armed = 0;
 	uint64_t start;
 	int got;
 
-	if (!t || !ops || !bh || !sqes || count == 0)
+	if (!t || !ops || !bh || !sqes || count == 0 || nr - 1u >= BH_URING_CHAIN_MAX)
 		return -EINVAL;
 	if (t->closing)
 		return -ESHUTDOWN;
 	space = io_uring_sq_space_left(t->ring);
-	if (space < 2)
+	if (space < nr + 1)
 		return -EAGAIN;
-	if (count > space - 1)
-		count = space - 1;
+	if (count > (space - 1) / nr) /* one SQE left over, as bh_uring_get_sqes leaves */
+		count = (space - 1) / nr;
 	got = take_many(bh, n, count);
 	if (got < 0) {
 		if (got == -EBUSY)
@@ -236,13 +241,25 @@ int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, 
 
 		if (BHI_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
 			break; /* the batch ends before a record in use */
-		arm(t, &v, op, bh, n, 1, idx + armed, &sqes[armed], start);
+		arm(t, &v, op, bh, n, nr, idx + armed * nr, &sqes[armed * nr], start);
 	}
 	if (armed < (unsigned)got)
 		bh_release(bh, n * ((unsigned)got - armed));
-	t->ring->sq.sqe_tail = idx + armed;
+	t->ring->sq.sqe_tail = idx + armed * nr;
 	t->ops += armed;
 	return armed ? (int)armed : -EINVAL;
+}
+
+int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh,
+		       uint32_t n, struct io_uring_sqe **sqes)
+{
+	return get_many(t, ops, count, bh, n, 1, sqes);
+}
+
+int bh_uring_get_chains(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh,
+			uint32_t n, unsigned nr, struct io_uring_sqe **sqes)
+{
+	return get_many(t, ops, count, bh, n, nr, sqes);
 }
 
 /* ---- tracking -------------------------------------------------------- */
@@ -359,23 +376,45 @@ static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t d
 	return 0;
 }
 
-/* The common case in a few loads, for a one-SQE op without a deadline: its
- * SQE still pending, user_data intact, no CQE_SKIP_SUCCESS, and not linked
- * into from the SQE before it, unless that one is sealed (just tracked by
- * this call: clean, and nothing links into it; none: v->head - 1). */
-static inline bool fast_trackable(const struct sq_view *v, const struct bh_uring_op *op,
-				  unsigned sealed)
+/* The common case in a few loads, for an op without a deadline: its SQEs
+ * still pending (the first is: the rest follow it), each with its
+ * user_data intact and no CQE_SKIP_SUCCESS, and the first not linked into
+ * from the SQE before it, unless that one is sealed (the last SQE of the op
+ * just tracked by this call: clean, and what links into it was checked;
+ * none: v->head - 1). Then a chain's members are linked. */
+static inline __attribute__((always_inline)) bool
+fast_trackable(const struct sq_view *v, const struct bh_uring_op *op, unsigned nr, unsigned sealed)
 {
 	unsigned idx = op->sqe_idx;
-	const struct io_uring_sqe *sqe = &v->sqes[(idx & v->mask) << v->shift];
+	uint64_t ud = ud_make(op, TAG_OP);
 
 	if (idx - v->head >= v->tail - v->head)
 		return false;
-	if (sqe->user_data != ud_make(op, TAG_OP) || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
+	for (unsigned i = 0; i < nr; i++) {
+		const struct io_uring_sqe *sqe = sqe_in(v, idx + i);
+
+		if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
+			return false;
+	}
+	if (idx != v->head && idx - 1 != sealed &&
+	    (sqe_in(v, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK)))
 		return false;
-	return idx == v->head || idx - 1 == sealed ||
-	       !(v->sqes[((idx - 1) & v->mask) << v->shift].flags &
-		 (IOSQE_IO_LINK | IOSQE_IO_HARDLINK));
+	for (unsigned i = 0; i + 1u < nr; i++) {
+		struct io_uring_sqe *sqe = sqe_in(v, idx + i);
+
+		if (!(sqe->flags & IOSQE_IO_HARDLINK))
+			sqe->flags |= IOSQE_IO_LINK;
+	}
+	return true;
+}
+
+/* fast_trackable with op's own nr, the one-SQE op (the common case) with
+ * its loops gone. */
+static inline __attribute__((always_inline)) bool
+op_fast_trackable(const struct sq_view *v, const struct bh_uring_op *op, unsigned sealed)
+{
+	return BHI_LIKELY(op->nr == 1) ? fast_trackable(v, op, 1, sealed)
+				       : fast_trackable(v, op, op->nr, sealed);
 }
 
 /* fast_trackable for one op, nothing sealed before it. */
@@ -383,14 +422,14 @@ static inline bool track_fast(const bh_uring_t *t, const struct bh_uring_op *op)
 {
 	struct sq_view v = sq_view(t);
 
-	return fast_trackable(&v, op, v.head - 1);
+	return op_fast_trackable(&v, op, v.head - 1);
 }
 
 int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 {
 	if (BHI_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
 		return -EINVAL;
-	if (BHI_LIKELY(op->nr == 1 && deadline_ns == BH_FOREVER && track_fast(t, op))) {
+	if (BHI_LIKELY(deadline_ns == BH_FOREVER && track_fast(t, op))) {
 		op->state = OP_INFLIGHT;
 		t->st.started++;
 		return 0;
@@ -431,9 +470,9 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 			r = -EINVAL;
 			continue;
 		}
-		if (BHI_LIKELY(op->nr == 1 && fast_trackable(&v, op, sealed))) {
+		if (BHI_LIKELY(op_fast_trackable(&v, op, sealed))) {
 			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx;
+			sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
 			fast++;
 		} else {
 			r = worse(r, track_slow(t, op, BH_FOREVER));
