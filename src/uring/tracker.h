@@ -53,6 +53,7 @@ struct bh_uring {
 	bool wake_armed;  /* the eventfd poll is in the ring (or in its SQ) */
 	bool reaping;
 	bool no_cancel_any; /* the kernel refused IORING_ASYNC_CANCEL_ANY */
+	bool woken;       /* the wake-up poll's CQE was booked: deliver grants */
 	uint32_t ops;     /* ARMED + INFLIGHT */
 	uint32_t helpers; /* helper SQEs whose last CQE is due */
 	struct op_list waitq; /* OP_WAITING, FIFO */

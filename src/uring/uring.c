@@ -550,8 +550,10 @@ static BHI_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, en
 {
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		t->helpers--;
-	if (tag == TAG_WAKE)
+	if (tag == TAG_WAKE) {
 		bhu_on_wake(t, cqe);
+		t->woken = true; /* the caller delivers the grants */
+	}
 	else if (tag == TAG_DRAIN && cqe->res == -EINVAL)
 		t->no_cancel_any = true; /* before 5.19: nothing would end them */
 	return BH_URING_HELPER;
@@ -574,9 +576,14 @@ static inline int classify(bh_uring_t *t, const struct io_uring_cqe *cqe, struct
 	return op_cqe(t, cqe, *opp, now);
 }
 
-static inline bool is_wake(const struct io_uring_cqe *cqe)
+/* Grants to hand out: the wake-up poll fired (helper_cqe said so), or some
+ * were collected earlier and not yet told. */
+static inline void deliver_due(bh_uring_t *t)
 {
-	return (cqe->user_data & ~UD_PTR_MASK) == (UD_MAGIC | TAG_WAKE);
+	if (t->woken || t->ready_head) {
+		t->woken = false;
+		bhu_deliver(t);
+	}
 }
 
 int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **op)
@@ -595,36 +602,37 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 		t->ops--;
 		t->st.finished++;
 	}
-	if (is_wake(cqe) || t->ready_head)
-		bhu_deliver(t);
+	deliver_due(t);
 	rearm_wake(t);
 	return kind;
 }
 
-/* One batch of CQEs as booked, before fn sees them. */
+/* One batch of CQEs as booked: the ones fn sees (not the helpers', not
+ * strays), in order. */
 struct chunk {
 	struct {
 		struct io_uring_cqe *cqe;
 		struct bh_uring_op *op;
 		int kind;
 	} e[CHUNK];
+	unsigned shown; /* entries in e */
 	unsigned done;
-	bool woken;
 };
 
 /* Book the n CQEs from head into k and give their permits back in one
  * batch. Inlined into reap_chunk (the reap's hot loop). A run of DONE ops
  * of one bulkhead (the common case) adds up in locals, which the stores to
- * the records cannot alias: rb takes a run only when the bulkhead changes. */
+ * the records cannot alias: rb takes a run only when the bulkhead changes.
+ * Every CQE's entry is written, and kept (shown++) only if fn is to see
+ * it: no branch, and no second look at the kinds. */
 static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct chunk *k)
 {
 	struct io_uring_cq *cq = &t->ring->cq;
-	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(t->ring), done = 0;
+	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(t->ring), done = 0, shown = 0;
 	struct rel_batch rb;
 	bulkhead_t *run_bh = NULL;
 	uint32_t run_n = 0; /* at most CHUNK ops of at most BH_LIMIT_MAX each */
 	uint64_t now = 0;
-	bool woken = false;
 
 	rb.used = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -632,9 +640,10 @@ static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct c
 		struct bh_uring_op *op;
 		int kind = classify(t, cqe, &op, &now);
 
-		k->e[i].cqe = cqe;
-		k->e[i].op = op;
-		k->e[i].kind = kind;
+		k->e[shown].cqe = cqe;
+		k->e[shown].op = op;
+		k->e[shown].kind = kind;
+		shown += (unsigned)kind < BH_URING_HELPER; /* FOREIGN, MORE, DONE */
 		if (kind == BH_URING_DONE) {
 			done++;
 			if (BHI_LIKELY(op->bh == run_bh)) {
@@ -646,13 +655,12 @@ static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct c
 				run_n = op->n;
 			}
 		}
-		woken |= kind == BH_URING_HELPER && is_wake(cqe);
 	}
 	if (run_bh)
 		rel_add(&rb, run_bh, run_n);
 	rel_flush(&rb);
 	k->done = done;
-	k->woken = woken;
+	k->shown = shown;
 }
 
 /* One batch: book up to CHUNK CQEs, give the permits back, then show them to
@@ -673,12 +681,11 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	book_chunk(t, head, n, &k);
 	t->ops -= k.done;
 	t->st.finished += k.done;
-	for (unsigned i = 0; fn && i < n; i++)
-		if (k.e[i].kind != BH_URING_HELPER && k.e[i].kind >= 0)
+	if (fn)
+		for (unsigned i = 0; i < k.shown; i++)
 			fn(ctx, k.e[i].cqe, k.e[i].kind, k.e[i].op);
 	io_uring_cq_advance(ring, n);
-	if (k.woken || t->ready_head)
-		bhu_deliver(t);
+	deliver_due(t);
 	return n;
 }
 
