@@ -93,6 +93,7 @@ shm-reach-takeover    fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_takeover
 shm-reach-dead_grant  fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_dead_grant
 shm-reach-reclaim     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_reclaim
 shm-reach-gave_up     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_gave_up
+shm-reach-below_zero  fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_below_zero
 shm-mutant-trust-open-ledger     fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_trust_open_ledger
 shm-mutant-census-before-freeze  fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_census_before_freeze
 shm-mutant-no-wait-windows       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_no_wait_windows
@@ -102,6 +103,9 @@ shm-mutant-takeover-no-rebuild   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_takeov
 shm-mutant-reclaim-no-dispatch   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_reclaim_no_dispatch
 shm-mutant-free-late-registrant  fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_free_late_registrant
 shm-mutant-keep-dead-looking-alive fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_keep_dead_looking_alive
+shm-mutant-take-no-window        fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_take_no_window
+shm-mutant-open-ignores-in       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_open_ignores_in
+shm-mutant-open-ignores-out      fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_open_ignores_out
 EOF
 }
 

@@ -2,12 +2,16 @@
  * The host-wide bulkhead's recovery protocol (src/shm/), checked with Spin.
  *
  * NPROC worker processes share one word (avail, the queued count, FROZEN)
- * and one internal lock. Each has one ledger (held | PEND) and one queue
- * node. A worker takes a permit (fast path: open the window, CAS the word,
- * close the window with the new count; slow path: under the lock, take or
- * queue, then claim the grant in a window that checks for a freeze), uses
- * it and gives it back (fast path, or under the lock with a dispatch that
- * hands the permit to the queue's head). A worker registers first (takes
+ * and one internal lock. Each has three record words, each with its own
+ * PEND window, and one queue node: the ledger (the slow paths' count) and
+ * the two one-permit words, in (takes) and out (gives), which only grow;
+ * what a process holds is ledger + in - out. A worker takes a permit (fast
+ * path: open the window on in, CAS the word, close it with in + 1; slow
+ * path: under the lock, take or queue on the ledger, then claim the grant
+ * in a ledger window that checks for a freeze), uses it and gives it back
+ * (fast path on out, or under the lock on the ledger, with a dispatch that
+ * hands the permit to the queue's head). A fast take and a slow give leave
+ * the ledger below zero; the sum stays exact. A worker registers first (takes
  * its process slot, without the lock), so it may do so while a recovery
  * of another process's death runs. The killer may kill one worker at
  * any step, holding the lock or not, inside a window or not. Survivors
@@ -16,8 +20,9 @@
  *
  *   reclaim  every ledger of the dead is closed: add its ledger and its
  *            granted-but-unclaimed node back to the word, unqueue it, serve;
- *   rebuild  it died inside a window, or holding the lock: freeze the word,
- *            wait until no living window is open, set avail to the limit
+ *   rebuild  it died inside a window (on any of its three words), or
+ *            holding the lock: freeze the word, wait until no living
+ *            window is open (on any word), set avail to the limit
  *            less what the living hold, requeue the living's nodes, thaw,
  *            serve.
  *
@@ -57,6 +62,7 @@
 #define W_dead_grant   3 /* a grant to a dead waiter passed on */
 #define W_reclaim      4 /* a closed-ledger reclaim */
 #define W_gave_up      5 /* a rebuild gave up on an open living window */
+#define W_below_zero   6 /* a slow give of a fast take: the ledger below zero */
 #ifdef REACH
 #define reached(w) assert(REACH != w)
 #else
@@ -80,8 +86,12 @@ bool frozen;
 /* the lock: 0 free, else owner + 1 */
 byte lock;
 /* per process */
-byte held[SLOTS];
-bool pend[SLOTS];
+short ledger[SLOTS]; /* may run below zero: a fast take, a slow give */
+byte tin[SLOTS];     /* in: fast takes */
+byte tout[SLOTS];    /* out: fast gives */
+bool pend_l[SLOTS];  /* a window open on the ledger */
+bool pend_in[SLOTS]; /* ... on in */
+bool pend_out[SLOTS];/* ... on out */
 byte nstate[SLOTS];
 byte ticket[SLOTS];
 bool dead[SLOTS];
@@ -181,9 +191,18 @@ inline dispatch(me)
 
 /* What process j holds by its own record: its ledger and a granted node. */
 #ifdef MUTANT_reclaim_skips_granted
-#define holdings(j) (held[j])
+#define holdings(j) (ledger[j] + tin[j] - tout[j])
 #else
-#define holdings(j) (held[j] + (nstate[j] == NS_GRANTED -> 1 : 0))
+#define holdings(j) (ledger[j] + tin[j] - tout[j] + (nstate[j] == NS_GRANTED -> 1 : 0))
+#endif
+
+/* slot_open(): a window open on any of the process's three words. */
+#if defined(MUTANT_open_ignores_in)
+#define open_any(j) (pend_l[j] || pend_out[j])
+#elif defined(MUTANT_open_ignores_out)
+#define open_any(j) (pend_l[j] || pend_in[j])
+#else
+#define open_any(j) (pend_l[j] || pend_in[j] || pend_out[j])
 #endif
 
 /* rebuild (reclaim.c): under the lock. must: the lock was taken over, so
@@ -214,12 +233,12 @@ inline rebuild(me, must)
 	k = 0;
 	do
 	:: k == NPROC -> break
-	:: k < NPROC && (!live[k] || !pend[k]) -> k++
-	:: k < NPROC && live[k] && pend[k] && dead[k] -> live[k] = false; k++
+	:: k < NPROC && (!live[k] || !open_any(k)) -> k++
+	:: k < NPROC && live[k] && open_any(k) && dead[k] -> live[k] = false; k++
 #ifdef MUTANT_no_wait_windows
-	:: k < NPROC && live[k] && pend[k] && !dead[k] -> k++
+	:: k < NPROC && live[k] && open_any(k) && !dead[k] -> k++
 #endif
-	:: k < NPROC && live[k] && pend[k] && !dead[k] && !must ->
+	:: k < NPROC && live[k] && open_any(k) && !dead[k] && !must ->
 		reached(W_gave_up);
 		k = NPROC + 1;
 		break
@@ -258,7 +277,8 @@ inline rebuild(me, must)
 #else
 				:: !live[k] && dead[k] && !gone[k] ->
 #endif
-					nstate[k] = NS_IDLE; gone[k] = true; taken[k] = 0
+					nstate[k] = NS_IDLE; gone[k] = true; taken[k] = 0;
+					ledger[k] = tout[k] - tin[k] /* free_slot: holds 0, counts go on */
 				:: else
 				fi;
 				k++
@@ -283,6 +303,7 @@ inline reclaim(me, j)
 		nstate[j] = NS_IDLE;
 		gone[j] = true;
 		taken[j] = 0;
+		ledger[j] = tout[j] - tin[j]; /* free_slot: holds 0, counts go on */
 		reached(W_reclaim)
 	};
 #ifndef MUTANT_reclaim_no_dispatch
@@ -299,13 +320,13 @@ inline scan(me)
 	do
 	:: j < NPROC ->
 		if
-		:: dead_left(j) && pend[j] ->
+		:: dead_left(j) && open_any(j) ->
 #ifdef MUTANT_trust_open_ledger
 			reclaim(me, j)
 #else
 			rb = true
 #endif
-		:: dead_left(j) && !pend[j] -> reclaim(me, j)
+		:: dead_left(j) && !open_any(j) -> reclaim(me, j)
 		:: else
 		fi;
 		j++
@@ -330,22 +351,25 @@ proctype worker(byte me)
 		do
 		:: round == ROUNDS -> break
 		:: else ->
-			/* acquire, fast path: open, CAS, close */
-			pend[me] = true;
+			/* acquire, fast path (one permit): open on in, CAS,
+			 * close with in + 1 */
+#ifndef MUTANT_take_no_window
+			pend_in[me] = true;
+#endif
 			atomic {
 				if
 				:: !frozen && nq == 0 && avail > 0 -> avail--; taken[me]++; ok = true
 				:: else -> ok = false
 				fi
 			};
-			atomic { if :: ok -> held[me]++ :: else fi; pend[me] = false };
+			atomic { if :: ok -> tin[me]++ :: else fi; pend_in[me] = false };
 			if
 			:: ok
 			:: else ->
 				/* slow path, under the lock */
 				take_lock(me);
 				/* bhs_admit_locked: one CAS takes or queues */
-				pend[me] = true;
+				pend_l[me] = true;
 				atomic {
 					if
 					:: nq == 0 && avail > 0 -> avail--; taken[me]++; ok = true
@@ -354,7 +378,7 @@ proctype worker(byte me)
 						next_ticket++; nq++; ok = false
 					fi
 				};
-				atomic { if :: ok -> held[me]++ :: else fi; pend[me] = false };
+				atomic { if :: ok -> ledger[me]++ :: else fi; pend_l[me] = false };
 				if
 				:: ok -> drop_lock(me)
 				:: else ->
@@ -367,38 +391,46 @@ proctype worker(byte me)
 					od;
 					/* claim it in a window that checks for a freeze */
 					do
-					:: pend[me] = true;
+					:: pend_l[me] = true;
 						if
 #ifndef MUTANT_claim_no_freeze_check
-						:: frozen -> pend[me] = false;
+						:: frozen -> pend_l[me] = false;
 							take_lock(me); drop_lock(me)
 #endif
 						:: else -> break
 						fi
 					od;
 					atomic { nstate[me] = NS_CLAIMED };
-					atomic { held[me]++; pend[me] = false };
+					atomic { ledger[me]++; pend_l[me] = false };
 					nstate[me] = NS_IDLE
 				fi
 			fi;
 			using[me] = 1;
 			/* release */
 			using[me] = 0;
-			pend[me] = true;
+			/* release, fast path (one permit): open on out, CAS,
+			 * close with out + 1 */
+			pend_out[me] = true;
 			atomic {
 				if
 				:: !frozen && nq == 0 -> avail++; taken[me]--; ok = true
 				:: else -> ok = false
 				fi
 			};
-			atomic { if :: ok -> held[me]-- :: else fi; pend[me] = false };
+			atomic { if :: ok -> tout[me]++ :: else fi; pend_out[me] = false };
 			if
 			:: ok
 			:: else ->
 				take_lock(me);
-				pend[me] = true;
+				pend_l[me] = true;
 				atomic { avail++; taken[me]-- };
-				atomic { held[me]--; pend[me] = false };
+				atomic {
+					ledger[me]--; pend_l[me] = false;
+					if
+					:: ledger[me] < 0 -> reached(W_below_zero)
+					:: else
+					fi
+				};
 				dispatch(me);
 				drop_lock(me)
 			fi;
@@ -445,6 +477,10 @@ active proctype last_caller()
 	:: else -> break
 	od;
 	assert(lock == 0 && avail == LIMIT && nq == 0 && !frozen);
+	/* a freed slot holds nothing, whatever its words counted */
+	assert(!gone[0] || holdings(0) == 0);
+	assert(!gone[1] || holdings(1) == 0);
+	assert(!gone[2] || holdings(2) == 0);
 	assert(!dead[0] || gone[0]);
 	assert(!dead[1] || gone[1]);
 	assert(!dead[2] || gone[2])
