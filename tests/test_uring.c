@@ -1126,13 +1126,17 @@ static void test_chains_in_one_update(void **state)
 	reap_done(f, &ty, 7);
 	assert_int_equal(in_flight(f->bh), 0);
 
-	/* a record in use ends the batch; the permits taken for it go back */
+	/* a record in use ends the batch; the permits taken for it go back
+	 * (each call's SQEs prepared before the next call reuses sqes) */
 	assert_int_equal(bh_uring_get_chains(f->t, &po[1], 1, f->bh, 1, 3, sqes), 1);
+	for (int i = 0; i < 3; i++)
+		io_uring_prep_nop(sqes[i]);
 	assert_int_equal(bh_uring_get_chains(f->t, po, 3, f->bh, 1, 3, sqes), 1);
 	assert_int_equal(in_flight(f->bh), 2);
 	for (int i = 0; i < 3; i++)
 		io_uring_prep_nop(sqes[i]);
 	assert_int_equal(bh_uring_track_batch(f->t, po, 2), 0);
+	assert_int_equal(tstats(f->t).refused, 0);
 	assert_int_equal(io_uring_sq_space_left(&f->ring), 16 - 6);
 
 	/* bad input: nothing taken */
@@ -1148,6 +1152,65 @@ static void test_chains_in_one_update(void **state)
 	assert_int_equal(in_flight(f->bh), 0);
 	assert_int_equal(stats_of(f->bh).over_released, 0);
 	close_pipe(p);
+	fix_free(f);
+}
+
+/* Chains across the end of the SQ ring, a bulkhead that admits fewer
+ * chains than asked (one rejection counted per chain left out, the SQ
+ * tail moved by the chains armed only), and chains submitted before they
+ * were sealed (-EALREADY: tracked by their CQEs as they are). */
+static void test_chains_wrap_and_partial(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op ops[3] = { { 0 } }, *po[3] = { &ops[0], &ops[1], &ops[2] };
+	struct io_uring_sqe *sqes[6];
+	struct tally ty = { .base = ops, .bh = f->bh };
+	unsigned tail;
+
+	(void)state;
+	for (int i = 0; i < 5; i++) { /* move the SQ on: the next chains wrap */
+		struct io_uring_sqe *own = io_uring_get_sqe(&f->ring);
+
+		io_uring_prep_nop(own);
+		own->user_data = 9;
+	}
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 5), 5);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 5);
+	assert_int_equal(ty.foreign, 5);
+	tail = f->ring.sq.sqe_tail;
+
+	assert_int_equal(bh_uring_get_chains(f->t, po, 3, f->bh, 1, 2, sqes), 2);
+	assert_int_equal(tstats(f->t).rejected, 1);
+	assert_int_equal(f->ring.sq.sqe_tail, tail + 4);
+	assert_int_equal(in_flight(f->bh), 2);
+	assert_false(bh_uring_op_busy(&ops[2]));
+	assert_true(sqes[3] < sqes[2]); /* ops[1]'s second SQE is the ring's first */
+	for (int i = 0; i < 4; i++)
+		io_uring_prep_nop(sqes[i]);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 2), 0);
+	assert_true(sqes[0]->flags & IOSQE_IO_LINK);
+	assert_true(sqes[2]->flags & IOSQE_IO_LINK);
+	assert_false(sqes[1]->flags & IOSQE_IO_LINK);
+	assert_false(sqes[3]->flags & IOSQE_IO_LINK);
+	memset(&ty, 0, sizeof(ty));
+	ty.base = ops;
+	reap_done(f, &ty, 2);
+	assert_int_equal(ty.more, 2);
+	assert_int_equal(in_flight(f->bh), 0);
+
+	/* submitted before sealing: tracked unchecked, unlinked */
+	assert_int_equal(bh_uring_get_chains(f->t, po, 1, f->bh, 1, 2, sqes), 1);
+	io_uring_prep_nop(sqes[0]);
+	io_uring_prep_nop(sqes[1]);
+	submit(f, 2);
+	assert_int_equal(bh_uring_track_batch(f->t, po, 1), -EALREADY);
+	assert_true(bh_uring_op_busy(&ops[0]));
+	assert_int_equal(in_flight(f->bh), 1);
+	memset(&ty, 0, sizeof(ty));
+	ty.base = ops;
+	reap_done(f, &ty, 1);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).refused, 1);
 	fix_free(f);
 }
 
@@ -1927,6 +1990,7 @@ int main(void)
 		cmocka_unit_test(test_chain_checked_whole),
 		cmocka_unit_test(test_batch_and_reap_coalesce),
 		cmocka_unit_test(test_chains_in_one_update),
+		cmocka_unit_test(test_chains_wrap_and_partial),
 		cmocka_unit_test(test_foreign_cqes_pass_through),
 		cmocka_unit_test(test_cq_overflow_many_in_flight),
 		cmocka_unit_test(test_drain_at_shutdown),

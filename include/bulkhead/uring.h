@@ -218,7 +218,7 @@ BH_API int bh_uring_get_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned 
  * SQE left free. Seal them with bh_uring_track_batch, which links each
  * op's chain. Returns how many ops got their SQEs, or -EBUSY, -EAGAIN,
  * -ESHUTDOWN, -EINVAL (also nr 0 or above BH_URING_CHAIN_MAX) when none
- * did. Since 0.2. */
+ * did. Since 0.3 (symbol version LIBBULKHEAD_0.3). */
 BH_API int bh_uring_get_chains(bh_uring_t *t, struct bh_uring_op **ops, unsigned count,
 			       bulkhead_t *bh, uint32_t n, unsigned nr,
 			       struct io_uring_sqe **sqes);

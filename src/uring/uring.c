@@ -617,6 +617,7 @@ struct chunk {
 	} e[CHUNK];
 	unsigned shown; /* entries in e */
 	unsigned done;
+	bool woken; /* the chunk had the wake-up poll's CQE */
 };
 
 /* Book the n CQEs from head into k and give their permits back in one
@@ -661,6 +662,10 @@ static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct c
 	rel_flush(&rb);
 	k->done = done;
 	k->shown = shown;
+	/* The chunk's own: grants wait until fn has seen the whole chunk, even
+	 * if fn hands the tracker a CQE of its own (bh_uring_complete). */
+	k->woken = t->woken;
+	t->woken = false;
 }
 
 /* One batch: book up to CHUNK CQEs, give the permits back, then show them to
@@ -685,7 +690,8 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 		for (unsigned i = 0; i < k.shown; i++)
 			fn(ctx, k.e[i].cqe, k.e[i].kind, k.e[i].op);
 	io_uring_cq_advance(ring, n);
-	deliver_due(t);
+	if (k.woken || t->ready_head)
+		bhu_deliver(t);
 	return n;
 }
 
