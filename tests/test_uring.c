@@ -1094,7 +1094,7 @@ static void test_chains_in_one_update(void **state)
 	assert_int_equal(in_flight(f->bh), 3 * N);
 	assert_int_equal(stats_of(f->bh).acquired, 1);
 	for (int i = 0; i < N; i++) {
-		io_uring_prep_write(sqes[i * NR], p[1], "abcdef" + i, 1, 0);
+		io_uring_prep_write(sqes[i * NR], p[1], &"abcdef"[i], 1, 0);
 		io_uring_prep_read(sqes[i * NR + 1], p[0], &in[i], 1, 0);
 	}
 	assert_int_equal(bh_uring_track_batch(f->t, po, N), 0);

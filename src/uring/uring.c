@@ -209,8 +209,9 @@ static int take_many(bulkhead_t *bh, uint32_t n, unsigned count)
  * the permits of the ops it could not arm go back. Inlined into each
  * caller, so that bh_uring_get_batch's nr is the constant 1 and its loop
  * pays nothing for chains. */
-static inline __attribute__((always_inline)) int get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh,
-		    uint32_t n, unsigned nr, struct io_uring_sqe **sqes)
+static inline __attribute__((always_inline)) int
+get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh, uint32_t n,
+	 unsigned nr, struct io_uring_sqe **sqes)
 {
 	struct sq_view v;
 	unsigned space, idx, armed = 0;
@@ -553,9 +554,9 @@ static BHI_COLD int helper_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, en
 	if (tag == TAG_WAKE) {
 		bhu_on_wake(t, cqe);
 		t->woken = true; /* the caller delivers the grants */
-	}
-	else if (tag == TAG_DRAIN && cqe->res == -EINVAL)
+	} else if (tag == TAG_DRAIN && cqe->res == -EINVAL) {
 		t->no_cancel_any = true; /* before 5.19: nothing would end them */
+	}
 	return BH_URING_HELPER;
 }
 
