@@ -64,7 +64,8 @@
  *    bh_uring_drain cancels everything and reaps until nothing of the
  *    tracker's is in flight, flushing CQ overflow as it goes.
  *
- * Cost: bh_uring_get_batch, bh_uring_track_batch and bh_uring_reap update a
+ * Cost: bh_uring_get_batch (or bh_uring_get_chains, for chains such as a
+ * write linked to a read), bh_uring_track_batch and bh_uring_reap update a
  * bulkhead once per batch, not once per operation.
  *
  * Build with: cc app.c $(pkg-config --cflags --libs bulkhead-uring)
