@@ -21,15 +21,20 @@
  *    may not have happened); the library's reclaimed counter must move by
  *    exactly that, or within that range, when the death is processed;
  *  - a death is processed within a second (the killer usually asks for a
- *    look at once; one kill in eight is left to the survivors' own polls);
+ *    look at once; some kills are left to the survivors' own polls);
+ *  - a recoverer that dies counts nothing twice and loses nothing: after one
+ *    kill in four, left to the survivors, the killer watches the segment
+ *    for a worker holding the internal lock with a recovery log open and
+ *    kills it there, in the middle of recovering the first; both deaths
+ *    are then counted, and reclaimed moves by what the two held;
  *  - no waiter stranded: a timed wait returns between its deadline and the
  *    deadline plus a slack, and at the end every worker returns;
  *  - every permit back at quiesce: nothing in flight or queued, every
  *    permit takeable once and not one more, one process attached, and the
  *    global counter back at zero.
  *
- * Prints kills survived, kills whose victim was inside a call, rebuilds,
- * and the slowest detection. BH_STRESS_SECONDS, BH_STRESS_SEED as for the
+ * Prints kills survived, kills whose victim was inside a call, recoverers
+ * killed while recovering, rebuilds, and the slowest detection. BH_STRESS_SECONDS, BH_STRESS_SEED as for the
  * other programs; BH_STRESS_PROCS, BH_STRESS_THREADS override the shape.
  */
 #include <errno.h>
@@ -501,35 +506,89 @@ static bool stop_victim(pid_t pid, struct wproc *wp, struct snapshot *s)
 static void dump(bulkhead_t *bh);
 
 struct tally {
-	uint64_t kills, inside, natural, detect_max_ns;
+	uint64_t kills, inside, natural, detect_max_ns, recoverers;
 	int64_t reclaimed;
 };
 
+/* A kill and what the victim held then. */
+struct kill {
+	uint32_t slot;
+	pid_t pid;
+	struct snapshot s;
+};
+
+/* Stop the worker in slot where its records agree, take its share off the
+ * global counter, and kill it. */
+static bool kill_at(uint32_t slot, struct kill *k)
+{
+	struct wproc *wp = &ext->p[slot];
+
+	k->slot = slot;
+	k->pid = atomic_load(&wp->pid);
+	if (!stop_victim(k->pid, wp, &k->s)) {
+		fail("could not stop worker %d", (int)k->pid);
+		return false;
+	}
+	atomic_fetch_sub(&ext->inflight, k->s.contrib);
+	kill(k->pid, SIGKILL);
+	kill(k->pid, SIGCONT);
+	waitpid(k->pid, NULL, 0);
+	return true;
+}
+
+/* The worker slot of the process that holds the internal lock, if a
+ * worker holds it with a recovery log open: it is recovering. */
+static int recovering_worker(struct bhs_att *a, struct bhs_seg *g)
+{
+	uint32_t owner = (atomic_load(&g->lock) & 0xffffu) - 1u;
+	pid_t pid;
+
+	if (!atomic_load(&g->rlog.open) || owner >= a->nprocs)
+		return -1;
+	pid = atomic_load(&a->procs[owner].pid);
+	for (uint32_t i = 0; i < nprocs; i++)
+		if (pid && atomic_load(&ext->p[i].pid) == pid)
+			return (int)i;
+	return -1;
+}
+
+/* After a kill left to the survivors: watch for one of them recovering
+ * the victim, and kill it in the middle of its recovery (the next lock
+ * holder must finish or redo it, and count both deaths exactly). */
+static bool kill_recoverer(bulkhead_t *bh, struct bhs_seg *g, uint64_t deaths, struct kill *k)
+{
+	struct bhs_att *a = att_of(bh);
+	uint64_t t0 = bh_now_ns();
+	int slot;
+
+	while (atomic_load(&g->deaths) == deaths && bh_now_ns() - t0 < 300 * BH_MSEC) {
+		if ((slot = recovering_worker(a, g)) >= 0 && atomic_load(&ext->p[slot].ready))
+			return kill_at((uint32_t)slot, k);
+	}
+	return false;
+}
+
 static void kill_one(bulkhead_t *bh, struct bhs_seg *g, uint64_t *rng, struct tally *t)
 {
-	uint32_t slot = below(rng, nprocs);
-	struct wproc *wp = &ext->p[slot];
-	pid_t pid = atomic_load(&wp->pid);
-	struct snapshot s;
+	struct kill k[2];
+	uint32_t nk = 1;
 	uint64_t deaths, r0, t0, d;
-	bool natural = below(rng, 8) == 0;
+	int64_t held = 0, pend = 0;
+	bool hunt = below(rng, 4) == 0, natural = !hunt && below(rng, 8) == 0;
 
-	while (!atomic_load(&wp->ready) && !atomic_load(&ext->failed))
+	k[0].slot = below(rng, nprocs);
+	while (!atomic_load(&ext->p[k[0].slot].ready) && !atomic_load(&ext->failed))
 		usleep(100);
-	if (!stop_victim(pid, wp, &s)) {
-		fail("could not stop worker %d", (int)pid);
-		return;
-	}
-	atomic_fetch_sub(&ext->inflight, s.contrib);
 	deaths = atomic_load(&g->deaths);
 	r0 = atomic_load(&g->reclaimed);
-	kill(pid, SIGKILL);
-	kill(pid, SIGCONT);
-	waitpid(pid, NULL, 0);
+	if (!kill_at(k[0].slot, &k[0]))
+		return;
 	t0 = bh_now_ns();
-	if (!natural)
+	if (hunt) /* left to the survivors, one of which is killed recovering */
+		nk += kill_recoverer(bh, g, deaths, &k[1]);
+	else if (!natural)
 		bhs_scan_now(bh);
-	while (atomic_load(&g->deaths) == deaths) {
+	while (atomic_load(&g->deaths) < deaths + nk) {
 		struct bh_stats st;
 
 		if (getenv("BH_STRESS_DEBUG") && bh_now_ns() - t0 > 500 * BH_MSEC) {
@@ -537,28 +596,37 @@ static void kill_one(bulkhead_t *bh, struct bhs_seg *g, uint64_t *rng, struct ta
 			exit(3);
 		}
 		if (bh_now_ns() - t0 > DETECT_NS) {
-			fail("the death of worker %d was not processed within %d ms", (int)pid,
+			fail("the death of worker %d was not processed within %d ms", (int)k[0].pid,
 			     (int)(DETECT_NS / BH_MSEC));
 			return;
 		}
-		usleep(natural ? 2000 : 200);
-		if (natural)
+		usleep(natural || hunt ? 2000 : 200);
+		if (natural || hunt)
 			bh_stats(bh, &st); /* a caller; looks when a look is due */
 		else
 			bhs_scan_now(bh);
 	}
 	if (natural && bh_now_ns() - t0 > t->detect_max_ns)
 		t->detect_max_ns = bh_now_ns() - t0;
+	if (atomic_load(&g->deaths) != deaths + nk)
+		fail("%" PRIu64 " deaths counted for %u kills", atomic_load(&g->deaths) - deaths,
+		     nk);
+	for (uint32_t i = 0; i < nk; i++) {
+		held += k[i].s.held;
+		pend += k[i].s.pend;
+		t->inside += k[i].s.inside;
+	}
 	d = atomic_load(&g->reclaimed) - r0;
-	if ((int64_t)d < s.held || (int64_t)d > s.held + s.pend)
-		fail("reclaimed %" PRIu64 " from worker %d, which held %" PRId64
+	if ((int64_t)d < held || (int64_t)d > held + pend)
+		fail("reclaimed %" PRIu64 " from %u worker(s) (%d first), which held %" PRId64
 		     " (+%" PRId64 " in a call)",
-		     d, (int)pid, s.held, s.pend);
-	t->kills++;
-	t->inside += s.inside;
-	t->natural += natural;
+		     d, nk, (int)k[0].pid, held, pend);
+	t->kills += nk;
+	t->recoverers += nk - 1;
+	t->natural += natural || hunt;
 	t->reclaimed += (int64_t)d;
-	start_worker(slot, rnd(rng));
+	for (uint32_t i = 0; i < nk; i++)
+		start_worker(k[i].slot, rnd(rng));
 }
 
 static void dump(bulkhead_t *bh);
@@ -711,11 +779,13 @@ int main(void)
 		return 1;
 	}
 	printf("stress_shm: PASS seed=0x%016" PRIx64 " kills=%" PRIu64 " (inside a call %" PRIu64
-	       ", left to the survivors %" PRIu64 ", slowest found %.0f ms) reclaimed=%" PRId64
+	       ", left to the survivors %" PRIu64 ", slowest found %.0f ms, recovering %" PRIu64
+	       ") reclaimed=%" PRId64
 	       " rebuilds=%" PRIu64 " | ok: timed=%" PRIu64 " forever=%" PRIu64 " async=%" PRIu64
 	       " | timed_out=%" PRIu64 " busy=%" PRIu64 " cancelled=%" PRIu64 " handed=%" PRIu64
 	       " ops(last workers)=%" PRIu64 "\n",
-	       seed, t.kills, t.inside, t.natural, (double)t.detect_max_ns / 1e6, t.reclaimed,
+	       seed, t.kills, t.inside, t.natural, (double)t.detect_max_ns / 1e6, t.recoverers,
+	       t.reclaimed,
 	       rebuilds, atomic_load(&ext->timed_ok),
 	       atomic_load(&ext->forever_ok), atomic_load(&ext->async_ok),
 	       atomic_load(&ext->timed_out), atomic_load(&ext->busy),

@@ -473,6 +473,118 @@ static void test_recoverer_killed_mid_rebuild(void **state)
 	shm_done(bh, name);
 }
 
+/* A recoverer killed anywhere in its recovery leaves the counts exact: the
+ * next lock holder finishes the recovery's log, or drops it and counts
+ * afresh, never both. The recoverer holds one permit itself, so its own
+ * death is in the counts too: reclaimed is the first victim's n plus 1,
+ * deaths 2, and neither moves on a scan after that. */
+static int act_hold_one_and_scan(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)v;
+	(void)out;
+	(void)in;
+	if (bh_try_acquire(bh, 1) != 0)
+		return 1;
+	return bhs_scan_now(bh);
+}
+
+/* Holds n on a closed ledger until killed. */
+static int holder_main(void *arg, int out, int in)
+{
+	struct victim *v = arg;
+	bulkhead_t *bh;
+
+	(void)in;
+	if (bh_shm_open(v->name, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, bh_try_acquire(bh, v->n));
+	pause();
+	return 0;
+}
+
+/* Attaches afresh: the handle inherited from the test is dropped first, so
+ * the segment is mapped and checked again. */
+struct fresh {
+	const char *name;
+	bulkhead_t *inherited;
+};
+
+static int attach_main(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+	int r;
+
+	(void)out;
+	(void)in;
+	bh_destroy(f->inherited);
+	if ((r = bh_shm_open(f->name, NULL, 0, &bh)) != 0)
+		return 100 - r;
+	r = bh_try_acquire(bh, 1) || bh_release(bh, 1);
+	bh_destroy(bh);
+	return r;
+}
+
+/* Wait until deaths reaches want (stats_of scans when a scan is due); fails
+ * after a second. */
+static void await_deaths(bulkhead_t *bh, uint64_t want)
+{
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	uint64_t t0 = bh_now_ns();
+
+	while (atomic_load(&g->deaths) < want) {
+		if (bh_now_ns() - t0 > BH_SEC)
+			fail_msg("deaths stays %llu, want %llu",
+				 (unsigned long long)atomic_load(&g->deaths),
+				 (unsigned long long)want);
+		(void)stats_of(bh);
+		usleep(1000);
+	}
+}
+
+static void recoverer_killed_at(int point, bool window)
+{
+	const char *name = uniq("relog");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 2 };
+	struct victim second = { name, point, 1, act_hold_one_and_scan, 0 };
+	struct child c;
+
+	if (window) { /* dead inside a window: the scan rebuilds */
+		c = stop_at(&first);
+	} else {      /* dead with closed ledgers: the scan reclaims */
+		c = spawn(holder_main, &first);
+		assert_int_equal(hear(c.rd), 0);
+	}
+	kill_reap(&c);
+	c = stop_at(&second);
+	kill_reap(&c);
+	await_deaths(bh, 2);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(atomic_load(&g->deaths), 2);
+	assert_int_equal(stats_of(bh).reclaimed, 2 + 1);
+	assert_int_equal(atomic_load(&g->rlog.open), 0);
+	assert_true(bhs_scan_now(bh) == false); /* nobody left to find */
+	assert_int_equal(atomic_load(&g->deaths), 2);
+	assert_int_equal(stats_of(bh).reclaimed, 2 + 1);
+	assert_int_equal(stats_of(bh).processes, 1);
+	c = spawn(attach_main, &(struct fresh){ name, bh }); /* a recovery's word: attachable */
+	assert_int_equal(reap(&c), 0);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
+static void test_recoverer_killed_counts_once(void **state)
+{
+	(void)state;
+	recoverer_killed_at(BP_LOGGED, false);    /* logged, nothing given back */
+	recoverer_killed_at(BP_COMMITTED, false); /* given back, not counted */
+	recoverer_killed_at(BP_REBUILD, true);    /* frozen */
+	recoverer_killed_at(BP_FREED, true);      /* the dead cleared, not thawed */
+	recoverer_killed_at(BP_COMMITTED, true);  /* thawed, not counted */
+}
+
 /* A process that registers while a rebuild runs was not alive when the
  * rebuild counted the living; it holds nothing (the word is frozen), but it
  * is alive: the rebuild must not free it as if it had died. Freed, it went
@@ -985,6 +1097,7 @@ int main(void)
 		cmocka_unit_test(test_swallowed_lock_wakeup),
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),
+		cmocka_unit_test(test_recoverer_killed_counts_once),
 		cmocka_unit_test(test_registered_during_rebuild),
 		cmocka_unit_test(test_rebuild_counts_deaths_after_permits),
 		cmocka_unit_test(test_rebuild_after_waiter_left),

@@ -52,15 +52,15 @@ static bool slot_locked(struct bhs_att *a, uint32_t i)
 	return r < 0 || fl.l_type != F_UNLCK; /* a failed probe proves nothing */
 }
 
-/* A process slot is alive while it is taken and its liveness lock is held;
- * this process is alive by definition. */
+/* A process slot is alive while it is taken (not free, not reclaimed) and
+ * its liveness lock is held; this process is alive by definition. */
 bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx)
 {
 	if (pidx >= a->nprocs)
 		return false;
 	if (a->proc && pidx == a->pidx)
 		return true;
-	if (atomic_load_explicit(&a->procs[pidx].state, memory_order_acquire) == PS_FREE)
+	if (atomic_load_explicit(&a->procs[pidx].state, memory_order_acquire) != PS_LIVE)
 		return false;
 	return slot_locked(a, pidx);
 }

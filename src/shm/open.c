@@ -253,7 +253,7 @@ int bhs_register(struct bhs_att *a)
 		     ((atomic_load_explicit(&p->gen, memory_order_relaxed) & 0x7fffu) << 16);
 	if (!claim_shared(a, (uint32_t)i)) {
 		/* release: pairs with the next claim_proc()'s acquire CAS, as
-		 * bhs_free_proc_locked()'s store does */
+		 * free_proc()'s store does (reclaim.c) */
 		atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
 		set_lock(a->fd, (uint32_t)i, F_UNLCK);
 		r = -ENOSPC;

@@ -550,7 +550,7 @@ void bhs_stats(const bulkhead_t *bh, struct bh_stats *out)
 		}
 	}
 	for (uint32_t i = 0; i < a->nprocs; i++)
-		live += atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE;
+		live += atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) == PS_LIVE;
 	memset(out, 0, sizeof(*out));
 	out->limit = w_limit(w);
 	out->in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));

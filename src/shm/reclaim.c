@@ -19,6 +19,11 @@
  *
  * Windows that change a ledger without a CAS on the word (claims,
  * transfers) check for the freeze themselves (fast.c, win_open_checked).
+ *
+ * Either can die half-way, and the next lock holder then rebuilds: the
+ * permits come out right from the ledgers of the living. The counts of
+ * what was reclaimed and of the deaths would not, so every recovery of the
+ * dead keeps a log (below) that the next lock holder finishes.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, F_OFD_*, secure_getenv, qsort_r */
@@ -76,6 +81,122 @@ uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open)
 	return held;
 }
 
+/* ---- the recovery log ------------------------------------------------------
+ *
+ * A recovery of the dead gives their permits back (a change of the word),
+ * clears their process slots and counts them in reclaimed and deaths.
+ * Killed between the first and the last, its recoverer would leave the
+ * counts off by what it was giving back: counted twice, or not at all.
+ * So it first writes down what the counters will read once it is through
+ * (log_open), then commits by flipping the word's S_EPOCH: reclaim() in the
+ * same CAS that gives the permits back; a rebuild, whose word is frozen, in
+ * a store of the frozen word, after which it counts and then thaws to the
+ * word it logged. The dead it cleared wait as PS_RECLAIMED (nobody takes
+ * them, every census counts them dead) until log_close frees them.
+ *
+ * Whoever takes the lock over from a dead holder replays an open log first
+ * (replay): committed -- the word's epoch is the log's -- it finishes: the
+ * thaw if the word is still frozen (nothing can have changed it: only the
+ * lock holder freezes), the counts, the frees. Not committed, it drops the
+ * log: the permits are still off the word and the dead still taken or
+ * reclaimed, so the rebuild that follows counts them all afresh, and the
+ * dead recoverer with them. Every step of the finish can be done again, so
+ * a death in the replay leaves the same log to the next holder.
+ */
+
+#define LOG_OPEN 1u
+#define LOG_EPOCH 2u /* the word's S_EPOCH is set once the recovery commits */
+
+/* thaw: a rebuild's word after it (S_EPOCH flipped), 0 for reclaim(). */
+static void log_open(struct bhs_att *a, uint32_t pidx, uint64_t reclaimed, uint64_t deaths,
+		     uint64_t w, uint64_t thaw)
+{
+	struct bhs_seg *g = a->seg;
+	uint32_t gen = pidx == NONE ? 0
+				    : atomic_load_explicit(&a->procs[pidx].gen, memory_order_relaxed);
+
+	atomic_store_explicit(&g->rlog.pidx, pidx, memory_order_relaxed);
+	atomic_store_explicit(&g->rlog.gen, gen, memory_order_relaxed);
+	atomic_store_explicit(&g->rlog.reclaimed,
+			      atomic_load_explicit(&g->reclaimed, memory_order_relaxed) + reclaimed,
+			      memory_order_relaxed);
+	atomic_store_explicit(&g->rlog.deaths,
+			      atomic_load_explicit(&g->deaths, memory_order_relaxed) + deaths,
+			      memory_order_relaxed);
+	atomic_store_explicit(&g->rlog.thaw, thaw, memory_order_relaxed);
+	/* release: a replay that sees the log open (acquire) sees its
+	 * contents. The commit flips the epoch w has now. */
+	atomic_store_explicit(&g->rlog.open, LOG_OPEN | ((w & S_EPOCH) ? 0 : LOG_EPOCH),
+			      memory_order_release);
+}
+
+/* Whether word w is past the commit of the recovery whose log reads open. */
+static bool committed(uint32_t open, uint64_t w)
+{
+	return (w & S_EPOCH) == ((open & LOG_EPOCH) ? S_EPOCH : 0);
+}
+
+/* The counts, after what they count is committed. The deaths are counted
+ * after what they gave back: a reader that sees deaths move (acquire load)
+ * then finds their permits in reclaimed; counted first, it could read
+ * reclaimed between the two and miss them. */
+static void log_count(struct bhs_seg *g)
+{
+	atomic_store_explicit(&g->reclaimed,
+			      atomic_load_explicit(&g->rlog.reclaimed, memory_order_relaxed),
+			      memory_order_relaxed);
+	/* release: pairs with a reader's acquire load of deaths */
+	atomic_store_explicit(&g->deaths, atomic_load_explicit(&g->rlog.deaths, memory_order_relaxed),
+			      memory_order_release);
+}
+
+/* The dead slots the recovery cleared are free; the log is closed. */
+static void log_close(struct bhs_att *a)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		struct bhs_proc *p = &a->procs[i];
+
+		/* release: the slot's clearing before PS_FREE; pairs with
+		 * claim_proc()'s acquire CAS, so the next owner starts from it */
+		if (atomic_load_explicit(&p->state, memory_order_relaxed) == PS_RECLAIMED)
+			atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
+	}
+	atomic_store_explicit(&a->seg->rlog.open, 0, memory_order_relaxed);
+}
+
+static void clear_proc(struct bhs_att *a, uint32_t pidx);
+
+/* The lock was taken over from a dead holder: finish or drop its log. */
+static void replay(struct bhs_att *a)
+{
+	struct bhs_seg *g = a->seg;
+	/* acquire: pairs with log_open()'s release */
+	uint32_t open = atomic_load_explicit(&g->rlog.open, memory_order_acquire);
+	uint64_t w = atomic_load_explicit(&g->word, memory_order_relaxed);
+	uint32_t pidx, gen;
+
+	if (!open)
+		return;
+	if (!committed(open, w)) {
+		atomic_store_explicit(&g->rlog.open, 0, memory_order_relaxed);
+		return; /* the rebuild that follows counts it all */
+	}
+	pidx = atomic_load_explicit(&g->rlog.pidx, memory_order_relaxed);
+	gen = atomic_load_explicit(&g->rlog.gen, memory_order_relaxed);
+	/* A reclaim() that committed before clearing its process: the same
+	 * generation, so nobody has cleared it since (clearing moves it). */
+	if (pidx < a->nprocs &&
+	    atomic_load_explicit(&a->procs[pidx].gen, memory_order_relaxed) == gen &&
+	    atomic_load_explicit(&a->procs[pidx].state, memory_order_relaxed) == PS_LIVE)
+		clear_proc(a, pidx);
+	log_count(g);
+	if (w & S_FROZEN) /* a rebuild that committed and did not thaw */
+		/* release (seq_cst): the thaw, as in rebuild() */
+		atomic_store_explicit(&g->word, atomic_load_explicit(&g->rlog.thaw, memory_order_relaxed),
+				      memory_order_seq_cst);
+	log_close(a);
+}
+
 /* The slot holds nothing from here on. Its in and out words stay (closed):
  * they are the acquires and releases its threads made, and the next owner
  * goes on counting from them; the ledger takes up the difference. */
@@ -107,9 +228,11 @@ static void clear_node(struct bhs_att *a, uint32_t qi)
 	atomic_store_explicit(&q->state, QS_IDLE, memory_order_relaxed);
 }
 
-/* Give process pidx's slot, ledgers and nodes back (nothing it held is
- * counted anywhere any more: the caller has put it back). */
-void bhs_free_proc_locked(struct bhs_att *a, uint32_t pidx)
+/* Clear process pidx's ledgers and nodes (nothing it held is counted
+ * anywhere any more: the caller has put it back) and leave its slot
+ * PS_RECLAIMED, for the caller to free once it has counted it. Doing it
+ * again changes nothing but the generation. */
+static void clear_proc(struct bhs_att *a, uint32_t pidx)
 {
 	struct bhs_proc *p = &a->procs[pidx];
 
@@ -122,13 +245,34 @@ void bhs_free_proc_locked(struct bhs_att *a, uint32_t pidx)
 	atomic_store_explicit(&p->pid, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->shared, 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
-	/* release: the clearing above before PS_FREE; pairs with
-	 * claim_proc()'s acquire CAS, so the next owner starts from it */
-	atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
+	atomic_store_explicit(&p->state, PS_RECLAIMED, memory_order_relaxed);
 }
 
-/* Every ledger of pidx is closed: its holdings are exact. */
-static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held)
+/* Give process pidx's slot, ledgers and nodes back, counting nothing. */
+static void free_proc(struct bhs_att *a, uint32_t pidx)
+{
+	clear_proc(a, pidx);
+	/* release: the clearing before PS_FREE; pairs with claim_proc()'s
+	 * acquire CAS, so the next owner starts from it */
+	atomic_store_explicit(&a->procs[pidx].state, PS_FREE, memory_order_release);
+}
+
+/* Give held permits back to the word; a recovery's commit flips its epoch
+ * too (flip: S_EPOCH or 0). */
+static void give_back(struct bhs_att *a, uint64_t held, uint64_t flip)
+{
+	uint64_t w = atomic_load_explicit(&a->seg->word, memory_order_relaxed);
+
+	/* acq_rel: gives the permits back like any change of the word
+	 * (cas_sword()); pairs with the next taker's acquire */
+	while (!atomic_compare_exchange_weak_explicit(&a->seg->word, &w, (w + held) ^ flip,
+						      memory_order_acq_rel, memory_order_relaxed))
+		;
+}
+
+/* Every ledger of pidx is closed: its holdings are exact. dead: count it
+ * (through the log); else the process is detaching itself. */
+static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held, bool dead)
 {
 	for (uint32_t i = 0; i < nqnodes(a); i++) {
 		struct bhs_qnode *q = qnode_at(a, i);
@@ -138,10 +282,19 @@ static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held)
 		    queued_state(atomic_load_explicit(&q->state, memory_order_relaxed)))
 			bhs_unqueue_locked(a, i);
 	}
-	/* acq_rel: gives the permits back like any change of the word
-	 * (cas_sword()); pairs with the next taker's acquire */
-	atomic_fetch_add_explicit(&a->seg->word, held, memory_order_acq_rel);
-	bhs_free_proc_locked(a, pidx);
+	if (!dead) {
+		give_back(a, held, 0);
+		free_proc(a, pidx);
+	} else {
+		log_open(a, pidx, held, 1, atomic_load_explicit(&a->seg->word, memory_order_relaxed),
+			 0);
+		BHS_POINT(BP_LOGGED);
+		give_back(a, held, S_EPOCH); /* the commit */
+		BHS_POINT(BP_COMMITTED);
+		clear_proc(a, pidx);
+		log_count(a->seg);
+		log_close(a);
+	}
 	bhs_dispatch_locked(a);
 }
 
@@ -150,7 +303,7 @@ void bhs_reclaim_self_locked(struct bhs_att *a)
 {
 	bool open;
 
-	reclaim(a, a->pidx, bhs_proc_holdings(a, a->pidx, &open));
+	reclaim(a, a->pidx, bhs_proc_holdings(a, a->pidx, &open), false);
 }
 
 /* Reclaim every dead process; false when none was found. */
@@ -159,22 +312,22 @@ bool bhs_scan_locked(struct bhs_att *a)
 	bool found = false, open, rebuild = false;
 
 	for (uint32_t i = 0; i < a->nprocs; i++) {
+		/* acquire: pairs with claim_proc()'s CAS */
+		uint32_t st = atomic_load_explicit(&a->procs[i].state, memory_order_acquire);
 		uint64_t held;
 
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE ||
-		    bhs_proc_alive(a, i))
+		if (st == PS_FREE || bhs_proc_alive(a, i))
 			continue;
 		found = true;
 		held = bhs_proc_holdings(a, i, &open);
-		if (open) {
+		/* A reclaimed slot under a lock taken normally is damage: the
+		 * recovery that left it would have been replayed. A rebuild
+		 * counts it as dead whatever it holds. */
+		if (open || st == PS_RECLAIMED) {
 			rebuild = true; /* rebuild() reclaims every dead process */
 			continue;
 		}
-		reclaim(a, i, held);
-		atomic_fetch_add_explicit(&a->seg->reclaimed, held, memory_order_relaxed);
-		/* release: pairs with a reader's acquire load of deaths, which
-		 * then sees this death's permits in reclaimed */
-		atomic_fetch_add_explicit(&a->seg->deaths, 1, memory_order_release);
+		reclaim(a, i, held, true);
 	}
 	if (rebuild)
 		bhs_rebuild_locked(a, false);
@@ -328,7 +481,7 @@ static void find_live(struct bhs_att *a, struct census *c)
 	}
 }
 
-/* Free the processes that were taken at the census but are not counted
+/* Clear the processes that were taken at the census but are not counted
  * among the living: their share was left out of the sums, so they must
  * go. A slot that was free at the census and is taken now registered
  * after it (registering takes no lock): it holds nothing, since nothing is
@@ -340,24 +493,32 @@ static void find_live(struct bhs_att *a, struct census *c)
  * would have its ledgers reclaimed again by the next scan. A process dead
  * at the census stays dead: its slot is taken again only after it is
  * freed, under the lock we hold. */
-static uint64_t free_dead(struct bhs_att *a, const struct census *c)
+static bool is_dead(const struct census *c, uint32_t i)
 {
-	uint64_t freed = 0;
+	return (c->taken[i / 64] >> (i % 64) & 1) && !is_live(c, i);
+}
 
-	for (uint32_t i = 0; i < a->nprocs; i++) {
-		if (!(c->taken[i / 64] >> (i % 64) & 1) || is_live(c, i))
-			continue;
-		bhs_free_proc_locked(a, i);
-		freed++;
-	}
-	return freed;
+static void clear_dead(struct bhs_att *a, const struct census *c)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		if (is_dead(c, i))
+			clear_proc(a, i);
+}
+
+static uint64_t count_dead(struct bhs_att *a, const struct census *c)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		n += is_dead(c, i);
+	return n;
 }
 
 static bool rebuild(struct bhs_att *a, bool must)
 {
 	struct bhs_seg *g = a->seg;
 	struct census c = { .held = 0 };
-	uint64_t w, nw, freed;
+	uint64_t w, nw;
 	int64_t before;
 
 	/* seq_cst: the Dekker pair of win_open_checked; and it acquires every
@@ -383,23 +544,23 @@ static bool rebuild(struct bhs_att *a, bool must)
 			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_relaxed));
 	}
 	census_nodes(a, &c);
-	freed = free_dead(a, &c);
+	before = (int64_t)w_limit(w) - w_avail(w);
+	nw = w_make((int64_t)w_limit(w) - (int64_t)c.held, w_limit(w), 0) |
+	     ((uint64_t)c.nq << W_NQ_SHIFT) | (w & W_CLOSED) | ((w & S_EPOCH) ^ S_EPOCH);
+	log_open(a, NONE, before > (int64_t)c.held ? (uint64_t)before - c.held : 0,
+		 count_dead(a, &c), w, nw);
+	clear_dead(a, &c);
 	BHS_POINT(BP_FREED);
 	relist_extra(a);
-	before = (int64_t)w_limit(w) - w_avail(w);
-	if (before > (int64_t)c.held)
-		atomic_fetch_add_explicit(&g->reclaimed, (uint64_t)before - c.held,
-					  memory_order_relaxed);
-	/* The deaths are counted after what they gave back, as in
-	 * bhs_scan_locked: a reader that sees deaths move then finds their
-	 * permits in reclaimed (release: pairs with its acquire load). Counted
-	 * first, an observer could read reclaimed between the two and miss a
-	 * dead process's permits. */
-	atomic_fetch_add_explicit(&g->deaths, freed, memory_order_release);
-	nw = w_make((int64_t)w_limit(w) - (int64_t)c.held, w_limit(w), 0) |
-	     ((uint64_t)c.nq << W_NQ_SHIFT) | (w & W_CLOSED);
+	/* The commit: the frozen word's epoch flipped (nothing else changes a
+	 * frozen word). seq_cst, as every store of a frozen word here: the
+	 * fast paths' Dekker checks keep seeing it frozen. */
+	atomic_store_explicit(&g->word, (w | S_FROZEN) ^ S_EPOCH, memory_order_seq_cst);
+	BHS_POINT(BP_COMMITTED);
+	log_count(g);
 	/* release (seq_cst): the thaw; fast paths acquire it with their CAS */
 	atomic_store_explicit(&g->word, nw, memory_order_seq_cst);
+	log_close(a);
 	atomic_fetch_add_explicit(&g->rebuilds, 1, memory_order_relaxed);
 	bhs_dispatch_locked(a);
 	return true;
@@ -412,6 +573,7 @@ static bool rebuild(struct bhs_att *a, bool must)
  * unchanged and the next scan tries again. */
 bool bhs_rebuild_locked(struct bhs_att *a, bool must)
 {
+	replay(a); /* a log is open only when its recoverer died */
 	return rebuild(a, must);
 }
 

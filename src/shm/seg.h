@@ -20,6 +20,8 @@
  *   bits  0..20  avail + W_BIAS  as in the core
  *   bits 21..40  limit           as in the core
  *   bits 41..56  queued          waiters, host-wide (at most BHS_QUEUE_MAX)
+ *   bit  57      S_EPOCH         flips at the commit of every logged
+ *                                recovery (reclaim.c: the recovery log)
  *   bit  60      S_FROZEN        a recovery is rebuilding the word: every
  *                                fast-path CAS fails and goes slow
  *   bit  61      W_STARVING      as in the core
@@ -27,6 +29,7 @@
  *   bit  63      W_CLOSED        as in the core
  */
 #define S_NQ_MASK (0xffffull << W_NQ_SHIFT)
+#define S_EPOCH (1ull << 57)
 #define S_FROZEN (1ull << 60)
 #define BHS_QUEUE_MAX 0xffffu
 
@@ -67,7 +70,7 @@ static inline uint32_t s_nq(uint64_t w)
 #define BHS_LOCK_BASE ((off_t)1 << 40) /* byte BASE + i: process i's liveness lock */
 
 #define BHS_MAGIC 0x314d48536b6c7562ull /* "bulkSHM1", little-endian */
-#define BHS_LAYOUT 2u
+#define BHS_LAYOUT 3u
 
 /* Offsets in the segment are cache-line aligned. */
 static inline size_t bhs_align_up(size_t v)
@@ -95,7 +98,11 @@ struct bhs_hdr {
 	uint64_t checksum; /* FNV-1a 64 of every byte before it */
 };
 
-enum { PS_FREE, PS_LIVE };
+/* A process slot: free, taken, or reclaimed -- its holdings given back
+ * and cleared by a recovery that is not through yet (it frees the slot
+ * once it has counted it; reclaim.c, the recovery log). Nobody takes a
+ * reclaimed slot, and every census counts it as dead. */
+enum { PS_FREE, PS_LIVE, PS_RECLAIMED };
 
 struct bhs_proc {
 	_Alignas(BHI_CACHELINE) _Atomic uint32_t state; /* under the lock */
@@ -167,6 +174,16 @@ struct bhs_seg {
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t scan_ns; /* last liveness scan */
 	_Atomic uint64_t timed_out, cancelled, over_released, reclaimed, deaths;
 	_Atomic uint64_t rebuilds, rebuild_waits; /* waits: gave up, a window stayed open */
+	/* The recovery log (reclaim.c), under the lock: open while a
+	 * recovery is under way, with what reclaimed and deaths will be
+	 * once it is through. */
+	_Alignas(BHI_CACHELINE) struct {
+		_Atomic uint32_t open;  /* 0, or 1 | 2 if S_EPOCH is set once committed */
+		_Atomic uint32_t pidx;  /* reclaim(): the process; UINT32_MAX: a rebuild */
+		_Atomic uint32_t gen;   /* reclaim(): its generation */
+		_Atomic uint64_t reclaimed, deaths;
+		_Atomic uint64_t thaw;  /* a rebuild: the word it thaws to */
+	} rlog;
 	_Alignas(BHI_CACHELINE) struct bhi_hist wait, wait_failed;
 	struct bhi_hist hold[BHS_HOLDS];
 };
@@ -400,6 +417,8 @@ enum bhs_point {
 	BP_LEFT,      /* a waiter that timed out left the queue, the lock dropped */
 	BP_ADMIT,     /* a slow take under the lock, before its CAS (take or queue) */
 	BP_AGENT_SEEN, /* the agent saw an async node, not yet its state */
+	BP_LOGGED,    /* a reclaim wrote its log, the permits not yet back */
+	BP_COMMITTED, /* a recovery's permits are back, deaths and reclaimed not moved */
 	BP_NPOINTS,
 };
 
@@ -465,7 +484,6 @@ bool bhs_maybe_scan(struct bhs_att *a);
 bool bhs_scan_locked(struct bhs_att *a);
 bool bhs_rebuild_locked(struct bhs_att *a, bool must);
 void bhs_reclaim_self_locked(struct bhs_att *a);
-void bhs_free_proc_locked(struct bhs_att *a, uint32_t pidx);
 uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open_window);
 
 /* segment.c */

@@ -130,7 +130,7 @@ int bhs_check_state(const struct bhs_seg *g)
 	uint32_t lock = atomic_load_explicit(&((struct bhs_seg *)g)->lock, memory_order_relaxed);
 
 	if (w_limit(w) == 0 || w_avail(w) > (int64_t)w_limit(w) ||
-	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (7ull << 57)))
+	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (3ull << 58)))
 		return -EBADMSG;
 	if (lock && ((lock & 0xffffu) == 0 || (lock & 0xffffu) > g->hdr.nprocs))
 		return -EBADMSG;
