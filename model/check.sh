@@ -88,6 +88,8 @@ live-mutant-head-leave-no-dispatch fail live -DCFG_leave -DFAIR=1 -DMUTANT_head_
 shm-2proc-1permit-2rounds pass safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2
 shm-3proc-1permit     pass safety -DNPROC=3 -DLIMIT=1
 shm-3proc-2permits    pass safety -DNPROC=3 -DLIMIT=2
+shm-2proc-2kills      pass safety -DNPROC=2 -DLIMIT=1 -DKILLS=2
+shm-reach-recoverer_died fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DREACH=W_recoverer_died
 shm-reach-rebuild     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_rebuild
 shm-reach-takeover    fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_takeover
 shm-reach-dead_grant  fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_dead_grant
@@ -106,6 +108,9 @@ shm-mutant-keep-dead-looking-alive fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_keep
 shm-mutant-take-no-window        fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_take_no_window
 shm-mutant-open-ignores-in       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_open_ignores_in
 shm-mutant-open-ignores-out      fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_open_ignores_out
+shm-mutant-no-replay             fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DMUTANT_no_replay
+shm-mutant-replay-ignores-epoch  fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DMUTANT_replay_ignores_epoch
+shm-mutant-free-before-commit    fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DMUTANT_free_before_commit
 EOF
 }
 

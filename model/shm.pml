@@ -26,11 +26,21 @@
  *            less what the living hold, requeue the living's nodes, thaw,
  *            serve.
  *
+ * Both keep the recovery log: they write down the counters' values after
+ * them (reclaimed, deaths) and, for a rebuild, the word it thaws to; they
+ * commit by flipping the word's epoch (a reclaim with the permits it gives
+ * back, a rebuild on its frozen word), then clear the dead, count, thaw (a
+ * rebuild) and close the log. A lock taker that takes over from a dead
+ * owner replays an open log: committed, it finishes it; else it drops it.
+ * The killer may kill KILLS workers (default 1); with 2, a recoverer can
+ * die in the middle of recovering the first.
+ *
  * Ghosts (never read by the protocol): taken[i] is what process i has
  * really taken off the word (a CAS it made, a grant made to it, a permit a
  * granter holds between taking it off the word and marking the node);
  * using[i] what its caller was told it holds; gone[i] that a recovery has
- * accounted for dead process i.
+ * accounted for dead process i (its permits are back on the word);
+ * given_back the sum of what the dead had taken when they went.
  *
  * Properties:
  *   - conservation: whenever the word is not frozen,
@@ -38,7 +48,8 @@
  *     (no permit lost, none duplicated, a dead process's returned once);
  *   - in flight never above the limit: sum(using) <= LIMIT;
  *   - at quiesce (every worker finished or dead, a last caller scanned):
- *     avail == LIMIT, nothing queued, every dead process accounted for;
+ *     avail == LIMIT, nothing queued, every dead process accounted for,
+ *     the counters exact: reclaimed == given_back, deaths == the dead;
  *   - no living waiter waits forever (an invalid end state otherwise),
  *     which covers a grant made to a dead waiter being passed on.
  *
@@ -56,6 +67,9 @@
 #ifndef ROUNDS
 #define ROUNDS 1
 #endif
+#ifndef KILLS
+#define KILLS 1
+#endif
 
 #define W_rebuild      1 /* a rebuild after a death inside a window */
 #define W_takeover     2 /* the lock taken over from a dead owner */
@@ -63,6 +77,7 @@
 #define W_reclaim      4 /* a closed-ledger reclaim */
 #define W_gave_up      5 /* a rebuild gave up on an open living window */
 #define W_below_zero   6 /* a slow give of a fast take: the ledger below zero */
+#define W_recoverer_died 7 /* a recoverer died with its log open */
 #ifdef REACH
 #define reached(w) assert(REACH != w)
 #else
@@ -83,6 +98,15 @@
 byte avail = LIMIT;
 byte nq;
 bool frozen;
+bool epoch;
+/* the counters */
+byte reclaimed;
+byte deaths;
+/* the recovery log: log_pid is the reclaimed process, NONE for a rebuild */
+#define NONE 255
+bool log_open;
+bool log_epoch;
+byte log_reclaimed, log_deaths, log_avail, log_nq, log_pid;
 /* the lock: 0 free, else owner + 1 */
 byte lock;
 /* per process */
@@ -97,10 +121,12 @@ byte ticket[SLOTS];
 bool dead[SLOTS];
 bool done[SLOTS];
 bool registered[SLOTS];
+bool cleared[SLOTS]; /* its ledgers and node cleared by a recovery */
 /* ghosts */
 byte taken[SLOTS];
 byte using[SLOTS];
 bool gone[SLOTS];
+byte given_back;
 byte next_ticket = 1;
 
 #define owned(j) (gone[j] -> 0 : taken[j])
@@ -123,13 +149,17 @@ end:	atomic {
 
 /* ---- the lock --------------------------------------------------------------- */
 
-/* bhs_lock: take it, or take it over from a dead owner and rebuild. */
+/* bhs_lock: take it, or take it over from a dead owner, replay its log
+ * and rebuild. */
 inline take_lock(me)
 {
 	if
 	:: atomic { lock == 0 -> lock = me + 1 }
 	:: atomic { lock != 0 && dead[lock - 1] -> lock = me + 1 };
 		reached(W_takeover);
+#ifndef MUTANT_no_replay
+		replay();
+#endif
 #ifndef MUTANT_takeover_no_rebuild
 		rebuild(me, true)
 #endif
@@ -205,6 +235,73 @@ inline dispatch(me)
 #define open_any(j) (pend_l[j] || pend_in[j] || pend_out[j])
 #endif
 
+/* clear_proc(): the dead process's node and ledgers cleared; doing it
+ * again changes nothing. */
+inline clear(j)
+{
+	atomic {
+		nstate[j] = NS_IDLE;
+		ledger[j] = tout[j] - tin[j]; /* free_slot: holds 0, counts go on */
+#ifdef MUTANT_free_before_commit
+		/* the slot freed at once, not left PS_RECLAIMED: a census after
+		 * the recoverer's death no longer sees it taken */
+		registered[j] = false;
+#endif
+		cleared[j] = true
+	}
+}
+
+/* A recovery's commit accounts for dead process j (ghosts only). */
+inline account(j)
+{
+	given_back = given_back + taken[j]; gone[j] = true; taken[j] = 0
+}
+
+/* replay(): an open log whose recovery committed (the word's epoch is the
+ * log's) is finished, each step idempotent; one that did not is dropped. */
+inline replay()
+{
+	if
+#ifdef MUTANT_replay_ignores_epoch
+	:: log_open ->
+#else
+	:: log_open && epoch == log_epoch ->
+#endif
+		if
+		:: log_pid != NONE && !cleared[log_pid] -> clear(log_pid)
+		:: else
+		fi;
+		atomic { reclaimed = log_reclaimed; deaths = log_deaths };
+		atomic {
+			if
+			:: frozen -> avail = log_avail; nq = log_nq; frozen = false
+			:: else
+			fi
+		};
+		log_open = false
+	:: log_open && epoch != log_epoch -> log_open = false
+	:: else
+	fi
+}
+
+/* A dead process the rebuild frees: registered at the census (tkn, the
+ * segment's process slot taken) and left out of the living. One that
+ * registers after the census holds nothing (the word is frozen); if it
+ * dies, a later scan finds it. */
+#ifdef MUTANT_keep_dead_looking_alive
+/* freed on a second look at liveness, not from the census: a registrant
+ * holding the dead one's liveness lock for an instant makes it look alive
+ * (here process 0, always), and it is kept after its share was left out of
+ * the sums */
+#define freed(k) (tkn[k] && !live[k] && !gone[k] && k != 0)
+#elif defined(MUTANT_free_late_registrant)
+/* every registered process left out of the census, as if one that
+ * registered after it had died */
+#define freed(k) (!live[k] && registered[k] && !gone[k])
+#else
+#define freed(k) (tkn[k] && !live[k] && !gone[k])
+#endif
+
 /* rebuild (reclaim.c): under the lock. must: the lock was taken over, so
  * no giving up. */
 inline rebuild(me, must)
@@ -224,7 +321,7 @@ inline rebuild(me, must)
 	atomic {
 		k = 0;
 		do
-		:: k < NPROC -> live[k] = registered[k] && !dead[k]; k++
+		:: k < NPROC -> live[k] = registered[k] && !dead[k]; tkn[k] = registered[k]; k++
 		:: else -> break
 		od
 	};
@@ -248,7 +345,7 @@ inline rebuild(me, must)
 		/* nothing CASes a frozen word and we hold the lock */
 		atomic { avail = saved; frozen = false }
 	:: else ->
-		/* census and thaw */
+		/* census, log_open */
 		atomic {
 #ifndef MUTANT_census_before_freeze
 			k = 0;
@@ -257,36 +354,52 @@ inline rebuild(me, must)
 			:: else -> break
 			od;
 #endif
+			log_avail = LIMIT - live_held;
+			log_reclaimed = reclaimed;
+			if
+			:: LIMIT - saved > live_held ->
+				log_reclaimed = reclaimed + (LIMIT - saved - live_held)
+			:: else
+			fi;
+			log_deaths = deaths;
+			log_nq = 0;
 			k = 0;
-			nq = 0;
 			do
 			:: k < NPROC ->
 				if
-				:: live[k] && nstate[k] == NS_WAITING -> nq++
-#ifdef MUTANT_keep_dead_looking_alive
-				/* freed on a second look at liveness, not from the
-				 * census: a registrant holding the dead one's liveness
-				 * lock for an instant makes it look alive, and it is
-				 * kept after its share was left out of the sums */
-				:: !live[k] && dead[k] && !gone[k] -> skip
-#endif
-#ifdef MUTANT_free_late_registrant
-				/* every registered process left out of the census, as
-				 * if one that registered after it had died */
-				:: !live[k] && registered[k] && !gone[k] ->
-#else
-				:: !live[k] && dead[k] && !gone[k] ->
-#endif
-					nstate[k] = NS_IDLE; gone[k] = true; taken[k] = 0;
-					ledger[k] = tout[k] - tin[k] /* free_slot: holds 0, counts go on */
+				:: live[k] && nstate[k] == NS_WAITING -> log_nq++
+				:: else
+				fi;
+				dying[k] = freed(k);
+				if
+				:: dying[k] -> log_deaths++
 				:: else
 				fi;
 				k++
 			:: else -> break
 			od;
-			avail = LIMIT - live_held;
-			frozen = false
+			log_pid = NONE;
+			log_epoch = !epoch;
+			log_open = true
 		};
+		/* clear the dead */
+		k = 0;
+		do
+		:: k < NPROC -> if :: dying[k] -> clear(k) :: else fi; k++
+		:: else -> break
+		od;
+		/* the commit, on the frozen word */
+		atomic {
+			epoch = !epoch;
+			k = 0;
+			do
+			:: k < NPROC -> if :: dying[k] -> account(k) :: else fi; k++
+			:: else -> break
+			od
+		};
+		atomic { reclaimed = log_reclaimed; deaths = log_deaths };
+		atomic { avail = log_avail; nq = log_nq; frozen = false };
+		log_open = false;
 		dispatch(me)
 	fi
 }
@@ -295,17 +408,26 @@ inline rebuild(me, must)
 inline reclaim(me, j)
 {
 	atomic {
+		log_reclaimed = reclaimed + holdings(j);
+		log_deaths = deaths + 1;
+		log_pid = j;
+		log_epoch = !epoch;
+		log_open = true
+	};
+	/* the commit: the permits back, the epoch flipped */
+	atomic {
 		if
 		:: nstate[j] == NS_WAITING -> nq--
 		:: else
 		fi;
 		avail = avail + holdings(j);
-		nstate[j] = NS_IDLE;
-		gone[j] = true;
-		taken[j] = 0;
-		ledger[j] = tout[j] - tin[j]; /* free_slot: holds 0, counts go on */
+		epoch = !epoch;
+		account(j);
 		reached(W_reclaim)
 	};
+	clear(j);
+	atomic { reclaimed = log_reclaimed; deaths = log_deaths };
+	log_open = false;
 #ifndef MUTANT_reclaim_no_dispatch
 	dispatch(me)
 #endif
@@ -345,6 +467,8 @@ proctype worker(byte me)
 	byte round, h, k, j, saved, live_held;
 	bool ok, rb;
 	bool live[NPROC];
+	bool tkn[NPROC];
+	bool dying[NPROC];
 
 	{
 		registered[me] = true;
@@ -440,21 +564,30 @@ proctype worker(byte me)
 	} unless { dead[me] }
 }
 
-/* Kills at most one worker, at any step. */
+/* Kills at most KILLS workers, each at any step. */
 active proctype killer()
 {
-	byte v;
+	byte v, n;
 
-	if
-	:: skip
-	:: atomic {
-		select(v : 0 .. NPROC - 1);
+	do
+	:: n == KILLS -> break
+	:: n < KILLS ->
 		if
-		:: !done[v] && registered[v] -> dead[v] = true; using[v] = 0
-		:: else
+		:: break
+		:: atomic {
+			select(v : 0 .. NPROC - 1);
+			if
+			:: !done[v] && !dead[v] && registered[v] ->
+				dead[v] = true; using[v] = 0; n++;
+				if
+				:: lock == v + 1 && log_open -> reached(W_recoverer_died)
+				:: else
+				fi
+			:: else
+			fi
+		   }
 		fi
-	   }
-	fi
+	od
 }
 
 /* The last caller: once every worker has finished or died, it looks for
@@ -464,6 +597,8 @@ active proctype last_caller()
 	byte h, k, j, saved, live_held;
 	bool rb;
 	bool live[NPROC];
+	bool tkn[NPROC];
+	bool dying[NPROC];
 	byte me = LAST; /* a process of its own, never killed */
 
 	atomic {
@@ -483,5 +618,8 @@ active proctype last_caller()
 	assert(!gone[2] || holdings(2) == 0);
 	assert(!dead[0] || gone[0]);
 	assert(!dead[1] || gone[1]);
-	assert(!dead[2] || gone[2])
+	assert(!dead[2] || gone[2]);
+	assert(!log_open);
+	assert(reclaimed == given_back);
+	assert(deaths == dead[0] + dead[1] + dead[2])
 }
