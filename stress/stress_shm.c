@@ -515,11 +515,23 @@ struct kill {
 	uint32_t slot;
 	pid_t pid;
 	struct snapshot s;
+	bool recovering; /* it held the lock with a recovery log open */
 };
+
+/* The pid of the process that holds the internal lock with a recovery log
+ * open (it is recovering), or 0. */
+static pid_t recovering_pid(struct bhs_att *a, struct bhs_seg *g)
+{
+	uint32_t owner = (atomic_load(&g->lock) & 0xffffu) - 1u;
+
+	if (!atomic_load(&g->rlog.open) || owner >= a->nprocs)
+		return 0;
+	return atomic_load(&a->procs[owner].pid);
+}
 
 /* Stop the worker in slot where its records agree, take its share off the
  * global counter, and kill it. */
-static bool kill_at(uint32_t slot, struct kill *k)
+static bool kill_at(struct bhs_att *a, struct bhs_seg *g, uint32_t slot, struct kill *k)
 {
 	struct wproc *wp = &ext->p[slot];
 
@@ -529,6 +541,7 @@ static bool kill_at(uint32_t slot, struct kill *k)
 		fail("could not stop worker %d", (int)k->pid);
 		return false;
 	}
+	k->recovering = recovering_pid(a, g) == k->pid; /* looked at while stopped */
 	atomic_fetch_sub(&ext->inflight, k->s.contrib);
 	kill(k->pid, SIGKILL);
 	kill(k->pid, SIGCONT);
@@ -536,18 +549,13 @@ static bool kill_at(uint32_t slot, struct kill *k)
 	return true;
 }
 
-/* The worker slot of the process that holds the internal lock, if a
- * worker holds it with a recovery log open: it is recovering. */
+/* The worker slot of the process recovering now, or -1. */
 static int recovering_worker(struct bhs_att *a, struct bhs_seg *g)
 {
-	uint32_t owner = (atomic_load(&g->lock) & 0xffffu) - 1u;
-	pid_t pid;
+	pid_t pid = recovering_pid(a, g);
 
-	if (!atomic_load(&g->rlog.open) || owner >= a->nprocs)
-		return -1;
-	pid = atomic_load(&a->procs[owner].pid);
-	for (uint32_t i = 0; i < nprocs; i++)
-		if (pid && atomic_load(&ext->p[i].pid) == pid)
+	for (uint32_t i = 0; pid && i < nprocs; i++)
+		if (atomic_load(&ext->p[i].pid) == pid)
 			return (int)i;
 	return -1;
 }
@@ -563,7 +571,8 @@ static bool kill_recoverer(bulkhead_t *bh, struct bhs_seg *g, uint64_t deaths, s
 
 	while (atomic_load(&g->deaths) == deaths && bh_now_ns() - t0 < 300 * BH_MSEC) {
 		if ((slot = recovering_worker(a, g)) >= 0 && atomic_load(&ext->p[slot].ready))
-			return kill_at((uint32_t)slot, k);
+			return kill_at(a, g, (uint32_t)slot, k);
+		sched_yield(); /* on a loaded machine the recoverer needs the CPU */
 	}
 	return false;
 }
@@ -581,7 +590,7 @@ static void kill_one(bulkhead_t *bh, struct bhs_seg *g, uint64_t *rng, struct ta
 		usleep(100);
 	deaths = atomic_load(&g->deaths);
 	r0 = atomic_load(&g->reclaimed);
-	if (!kill_at(k[0].slot, &k[0]))
+	if (!kill_at(att_of(bh), g, k[0].slot, &k[0]))
 		return;
 	t0 = bh_now_ns();
 	if (hunt) /* left to the survivors, one of which is killed recovering */
@@ -622,7 +631,7 @@ static void kill_one(bulkhead_t *bh, struct bhs_seg *g, uint64_t *rng, struct ta
 		     " (+%" PRId64 " in a call)",
 		     d, nk, (int)k[0].pid, held, pend);
 	t->kills += nk;
-	t->recoverers += nk - 1;
+	t->recoverers += nk > 1 && k[1].recovering;
 	t->natural += natural || hunt;
 	t->reclaimed += (int64_t)d;
 	for (uint32_t i = 0; i < nk; i++)

@@ -255,6 +255,50 @@ static void expect_refused(const char *name, int err)
 	unlink(path);
 }
 
+/* A segment's image under its own name, with its mutable part damaged in
+ * ways no crash leaves: refused with -EBADMSG. A recovery log left open
+ * (its recoverer died) is no damage. */
+static void test_damaged_state_refused(void **state)
+{
+	const char *name = uniq("state");
+	bulkhead_t *bh = shm_make(name, 3, 2, 0);
+	size_t len;
+	unsigned char *img = malloc(bhs_segment(bh, &len) ? len : 1);
+	struct bhs_seg *g = (struct bhs_seg *)(void *)img;
+	uint64_t w;
+
+	(void)state;
+	assert_non_null(img);
+	memcpy(img, bhs_segment(bh, NULL), len);
+	shm_done(bh, name);
+	w = atomic_load(&g->word);
+
+	atomic_store(&g->word, w | (1ull << 58)); /* an unused bit */
+	write_file(name, img, len);
+	expect_refused(name, -EBADMSG);
+	atomic_store(&g->word, w);
+
+	atomic_store(&g->rlog.open, 5); /* not a log state */
+	write_file(name, img, len);
+	expect_refused(name, -EBADMSG);
+	atomic_store(&g->rlog.open, 1);
+	atomic_store(&g->rlog.pidx, g->hdr.nprocs); /* no such process */
+	write_file(name, img, len);
+	expect_refused(name, -EBADMSG);
+	atomic_store(&g->rlog.pidx, UINT32_MAX); /* a rebuild's, thawing to no limit */
+	atomic_store(&g->rlog.thaw, 0);
+	write_file(name, img, len);
+	expect_refused(name, -EBADMSG);
+
+	atomic_store(&g->rlog.thaw, w); /* a rebuild's log, left open */
+	write_file(name, img, len);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &bh), 0);
+	assert_int_equal(bh_try_acquire(bh, 3), 0);
+	assert_int_equal(bh_release(bh, 3), 0);
+	shm_done(bh, name);
+	free(img);
+}
+
 static void test_foreign_files_refused(void **state)
 {
 	size_t len;
@@ -1118,6 +1162,7 @@ int main(void)
 		cmocka_unit_test(test_unlink_then_last_detach),
 		cmocka_unit_test(test_name_and_closed_attach),
 		cmocka_unit_test(test_foreign_files_refused),
+		cmocka_unit_test(test_damaged_state_refused),
 		cmocka_unit_test(test_fuzz_attach),
 		cmocka_unit_test(test_frozen_word_free_lock),
 		cmocka_unit_test(test_try_release_counts),

@@ -580,9 +580,137 @@ static void test_recoverer_killed_counts_once(void **state)
 	(void)state;
 	recoverer_killed_at(BP_LOGGED, false);    /* logged, nothing given back */
 	recoverer_killed_at(BP_COMMITTED, false); /* given back, not counted */
+	recoverer_killed_at(BP_CLEARED, false);   /* the dead reclaimed, its generation not moved */
+	recoverer_killed_at(BP_COUNTED, false);   /* counted, the log open */
 	recoverer_killed_at(BP_REBUILD, true);    /* frozen */
-	recoverer_killed_at(BP_FREED, true);      /* the dead cleared, not thawed */
-	recoverer_killed_at(BP_COMMITTED, true);  /* thawed, not counted */
+	recoverer_killed_at(BP_CLEARED, true);    /* the first dead cleared, not committed */
+	recoverer_killed_at(BP_FREED, true);      /* the dead cleared, not committed */
+	recoverer_killed_at(BP_COMMITTED, true);  /* committed, frozen, not counted */
+	recoverer_killed_at(BP_COUNTED, true);    /* counted and thawed, the log open */
+}
+
+/* And the one who replays a dead recoverer's log dies too, part-way: the
+ * next one replays the same log. Three deaths: the first victim (2
+ * permits), the recoverer (1), the replayer (1, unless its take had to
+ * wait for the lock the recoverer left with the word frozen). */
+static void replayer_killed(bool window)
+{
+	const char *name = uniq("replay");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 2 };
+	struct victim second = { name, BP_COMMITTED, 1, act_hold_one_and_scan, 0 };
+	struct victim third = { name, BP_REPLAYED, 1, act_hold_one_and_scan, 0 };
+	struct child c;
+
+	if (window) {
+		c = stop_at(&first);
+	} else {
+		c = spawn(holder_main, &first);
+		assert_int_equal(hear(c.rd), 0);
+	}
+	kill_reap(&c);
+	c = stop_at(&second);
+	kill_reap(&c);
+	c = stop_at(&third);
+	kill_reap(&c);
+	await_deaths(bh, 3);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_int_equal(atomic_load(&g->deaths), 3);
+	assert_int_equal(stats_of(bh).reclaimed, 2 + 1 + (window ? 0 : 1));
+	assert_int_equal(atomic_load(&g->rlog.open), 0);
+	assert_true(bhs_scan_now(bh) == false);
+	assert_int_equal(stats_of(bh).processes, 1);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
+static void test_replayer_killed_counts_once(void **state)
+{
+	(void)state;
+	replayer_killed(false);
+	replayer_killed(true);
+}
+
+/* A process that detaches gives its permits back and serves the queue
+ * holding the internal lock as itself. Nobody may take the lock over from
+ * it meanwhile, as from a dead owner: its process slot moves to another
+ * generation only after it unlocked. (Freed under the lock, a waiter for
+ * the lock took it over and rebuilt while the detacher was still serving,
+ * and the detacher's unlock then released the new holder's lock.) */
+static int detacher_main(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+
+	bh_destroy(f->inherited);
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0)
+		return 1;
+	say(out, 1);
+	if (hear(in) != 1)
+		return 2;
+	bhs_pause_at(BP_LOCKED, 1, out, in); /* in the dispatch of its detach */
+	bh_destroy(bh);
+	return 0;
+}
+
+struct timed_call {
+	bulkhead_t *bh;
+	int r;
+	_Atomic uint64_t done_ns;
+};
+
+static void *wait_one(void *arg)
+{
+	struct timed_call *t = arg;
+
+	t->r = bh_acquire(t->bh, 1, bh_now_ns() + 10 * BH_SEC);
+	atomic_store(&t->done_ns, bh_now_ns());
+	return NULL;
+}
+
+static void *set_limit_one(void *arg)
+{
+	struct timed_call *t = arg;
+
+	t->r = bh_set_limit(t->bh, 1);
+	atomic_store(&t->done_ns, bh_now_ns());
+	return NULL;
+}
+
+static void test_detacher_keeps_its_lock(void **state)
+{
+	const char *name = uniq("detach");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct timed_call w = { bh, -12345, 0 }, l = { bh, -12345, 0 };
+	struct child d = spawn(detacher_main, &(struct fresh){ name, bh });
+	pthread_t wt, lt;
+	char point = 0;
+
+	(void)state;
+	assert_int_equal(hear(d.rd), 1); /* it holds the permit */
+	pthread_create(&wt, NULL, wait_one, &w);
+	await_queued(bh, 1);
+	say(d.wr, 1);
+	assert_int_equal(read(d.rd, &point, 1), 1);
+	assert_int_equal(point, BP_LOCKED); /* granting its permit to w, the lock held */
+	pthread_create(&lt, NULL, set_limit_one, &l);
+	usleep(200 * 1000); /* ten times the lock waiters' 20 ms poll */
+	assert_int_equal(atomic_load(&l.done_ns), 0); /* still waiting for the lock */
+	assert_int_equal(atomic_load(&g->rebuilds), 0);
+	assert_int_equal(write(d.wr, "", 1), 1);
+	assert_int_equal(reap(&d), 0);
+	pthread_join(lt, NULL);
+	pthread_join(wt, NULL);
+	assert_int_equal(l.r, 0);
+	assert_int_equal(w.r, 0);
+	assert_int_equal(atomic_load(&g->rebuilds), 0);
+	assert_int_equal(atomic_load(&g->deaths), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(stats_of(bh).processes, 1);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
 }
 
 /* A process that registers while a rebuild runs was not alive when the
@@ -1098,6 +1226,8 @@ int main(void)
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),
 		cmocka_unit_test(test_recoverer_killed_counts_once),
+		cmocka_unit_test(test_replayer_killed_counts_once),
+		cmocka_unit_test(test_detacher_keeps_its_lock),
 		cmocka_unit_test(test_registered_during_rebuild),
 		cmocka_unit_test(test_rebuild_counts_deaths_after_permits),
 		cmocka_unit_test(test_rebuild_after_waiter_left),

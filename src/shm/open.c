@@ -458,6 +458,7 @@ static void detach(struct bhs_att *a)
 		bhs_lock(a);
 		bhs_reclaim_self_locked(a);
 		bhs_unlock(a);
+		bhs_release_self(a);
 	}
 	free_att(a); /* closing our descriptor drops the liveness lock */
 }

@@ -145,56 +145,65 @@ static void log_count(struct bhs_seg *g)
 	atomic_store_explicit(&g->reclaimed,
 			      atomic_load_explicit(&g->rlog.reclaimed, memory_order_relaxed),
 			      memory_order_relaxed);
-	/* release: pairs with a reader's acquire load of deaths */
+	/* release: for a reader that loads deaths with acquire (tests and
+	 * stress_shm do, then read reclaimed) */
 	atomic_store_explicit(&g->deaths, atomic_load_explicit(&g->rlog.deaths, memory_order_relaxed),
 			      memory_order_release);
 }
 
-/* The dead slots the recovery cleared are free; the log is closed. */
-static void log_close(struct bhs_att *a)
-{
-	for (uint32_t i = 0; i < a->nprocs; i++) {
-		struct bhs_proc *p = &a->procs[i];
+static void free_proc(struct bhs_att *a, uint32_t pidx);
 
-		/* release: the slot's clearing before PS_FREE; pairs with
-		 * claim_proc()'s acquire CAS, so the next owner starts from it */
-		if (atomic_load_explicit(&p->state, memory_order_relaxed) == PS_RECLAIMED)
-			atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
-	}
+/* The dead slots the recovery cleared are free, and the log is closed.
+ * pidx: a reclaim()'s process; NONE: a rebuild's, which counted every
+ * reclaimed slot (its census finds each taken and not living). */
+static void log_close(struct bhs_att *a, uint32_t pidx)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++)
+		if ((pidx == NONE || i == pidx) &&
+		    atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) == PS_RECLAIMED)
+			free_proc(a, i);
+	/* relaxed: read only by a later holder of the lock, which orders it */
 	atomic_store_explicit(&a->seg->rlog.open, 0, memory_order_relaxed);
 }
 
 static void clear_proc(struct bhs_att *a, uint32_t pidx);
 
-/* The lock was taken over from a dead holder: finish or drop its log. */
+/* The lock was taken over from a dead holder: finish or drop its log.
+ * The dead holder released nothing, so no acquire here pairs with its
+ * stores: they are seen because it is dead (its exit, which the liveness
+ * probe and the takeover's CAS come after, drained them). The acquires
+ * below are for a holder that died in a way that left it running no more
+ * code. */
 static void replay(struct bhs_att *a)
 {
 	struct bhs_seg *g = a->seg;
-	/* acquire: pairs with log_open()'s release */
+	/* acquire: as above; log_open()'s release published the contents */
 	uint32_t open = atomic_load_explicit(&g->rlog.open, memory_order_acquire);
-	uint64_t w = atomic_load_explicit(&g->word, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&g->word, memory_order_acquire);
 	uint32_t pidx, gen;
 
 	if (!open)
 		return;
 	if (!committed(open, w)) {
+		/* relaxed: as in log_close() */
 		atomic_store_explicit(&g->rlog.open, 0, memory_order_relaxed);
 		return; /* the rebuild that follows counts it all */
 	}
 	pidx = atomic_load_explicit(&g->rlog.pidx, memory_order_relaxed);
 	gen = atomic_load_explicit(&g->rlog.gen, memory_order_relaxed);
-	/* A reclaim() that committed before clearing its process: the same
-	 * generation, so nobody has cleared it since (clearing moves it). */
+	/* A reclaim() that committed and had not cleared its process yet, or
+	 * not through: the generation moves last, and only there. */
 	if (pidx < a->nprocs &&
 	    atomic_load_explicit(&a->procs[pidx].gen, memory_order_relaxed) == gen &&
-	    atomic_load_explicit(&a->procs[pidx].state, memory_order_relaxed) == PS_LIVE)
+	    atomic_load_explicit(&a->procs[pidx].state, memory_order_relaxed) != PS_FREE)
 		clear_proc(a, pidx);
 	log_count(g);
-	if (w & S_FROZEN) /* a rebuild that committed and did not thaw */
+	BHS_POINT(BP_REPLAYED);
+	if (pidx == NONE && (w & S_FROZEN)) /* a rebuild that committed and did not thaw */
 		/* release (seq_cst): the thaw, as in rebuild() */
 		atomic_store_explicit(&g->word, atomic_load_explicit(&g->rlog.thaw, memory_order_relaxed),
 				      memory_order_seq_cst);
-	log_close(a);
+	log_close(a, pidx);
 }
 
 /* The slot holds nothing from here on. Its in and out words stay (closed):
@@ -228,11 +237,10 @@ static void clear_node(struct bhs_att *a, uint32_t qi)
 	atomic_store_explicit(&q->state, QS_IDLE, memory_order_relaxed);
 }
 
-/* Clear process pidx's ledgers and nodes (nothing it held is counted
- * anywhere any more: the caller has put it back) and leave its slot
- * PS_RECLAIMED, for the caller to free once it has counted it. Doing it
- * again changes nothing but the generation. */
-static void clear_proc(struct bhs_att *a, uint32_t pidx)
+/* Clear process pidx's ledgers and nodes: nothing it held is counted
+ * anywhere any more (the caller has put it back). Doing it again changes
+ * nothing. */
+static void clear_holdings(struct bhs_att *a, uint32_t pidx)
 {
 	struct bhs_proc *p = &a->procs[pidx];
 
@@ -244,14 +252,26 @@ static void clear_proc(struct bhs_att *a, uint32_t pidx)
 			free_slot(slot_at(a, i));
 	atomic_store_explicit(&p->pid, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->shared, 0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
-	atomic_store_explicit(&p->state, PS_RECLAIMED, memory_order_relaxed);
 }
 
-/* Give process pidx's slot, ledgers and nodes back, counting nothing. */
+/* A dead process cleared, its slot left PS_RECLAIMED for the recovery to
+ * free once it has counted it. The state moves before the generation: a
+ * replay that finds the logged generation clears it again, whatever the
+ * state, and no slot is ever left taken (PS_LIVE) under a new generation,
+ * where the next scan would find a second death. */
+static void clear_proc(struct bhs_att *a, uint32_t pidx)
+{
+	struct bhs_proc *p = &a->procs[pidx];
+
+	clear_holdings(a, pidx);
+	atomic_store_explicit(&p->state, PS_RECLAIMED, memory_order_relaxed);
+	BHS_POINT(BP_CLEARED);
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
+}
+
+/* Slot pidx is free for the next process. */
 static void free_proc(struct bhs_att *a, uint32_t pidx)
 {
-	clear_proc(a, pidx);
 	/* release: the clearing before PS_FREE; pairs with claim_proc()'s
 	 * acquire CAS, so the next owner starts from it */
 	atomic_store_explicit(&a->procs[pidx].state, PS_FREE, memory_order_release);
@@ -270,9 +290,7 @@ static void give_back(struct bhs_att *a, uint64_t held, uint64_t flip)
 		;
 }
 
-/* Every ledger of pidx is closed: its holdings are exact. dead: count it
- * (through the log); else the process is detaching itself. */
-static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held, bool dead)
+static void unqueue_proc(struct bhs_att *a, uint32_t pidx)
 {
 	for (uint32_t i = 0; i < nqnodes(a); i++) {
 		struct bhs_qnode *q = qnode_at(a, i);
@@ -282,28 +300,45 @@ static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held, bool dead)
 		    queued_state(atomic_load_explicit(&q->state, memory_order_relaxed)))
 			bhs_unqueue_locked(a, i);
 	}
-	if (!dead) {
-		give_back(a, held, 0);
-		free_proc(a, pidx);
-	} else {
-		log_open(a, pidx, held, 1, atomic_load_explicit(&a->seg->word, memory_order_relaxed),
-			 0);
-		BHS_POINT(BP_LOGGED);
-		give_back(a, held, S_EPOCH); /* the commit */
-		BHS_POINT(BP_COMMITTED);
-		clear_proc(a, pidx);
-		log_count(a->seg);
-		log_close(a);
-	}
+}
+
+/* Every ledger of dead process pidx is closed: its holdings are exact. */
+static void reclaim(struct bhs_att *a, uint32_t pidx, uint64_t held)
+{
+	unqueue_proc(a, pidx);
+	log_open(a, pidx, held, 1, atomic_load_explicit(&a->seg->word, memory_order_relaxed), 0);
+	BHS_POINT(BP_LOGGED);
+	give_back(a, held, S_EPOCH); /* the commit */
+	BHS_POINT(BP_COMMITTED);
+	clear_proc(a, pidx);
+	log_count(a->seg);
+	BHS_POINT(BP_COUNTED);
+	log_close(a, pidx);
 	bhs_dispatch_locked(a);
 }
 
-/* This process detaches: what it still holds goes back, as at its death. */
+/* This process detaches: what it still holds goes back, as at its death,
+ * and the queue is served. Its process slot stays taken, with the lock
+ * word naming it, until bhs_release_self() after the unlock: a slot freed
+ * (its generation moved) under the lock would let a waiter for the lock
+ * take it over from us as from a dead owner. */
 void bhs_reclaim_self_locked(struct bhs_att *a)
 {
 	bool open;
+	uint64_t held = bhs_proc_holdings(a, a->pidx, &open);
 
-	reclaim(a, a->pidx, bhs_proc_holdings(a, a->pidx, &open), false);
+	unqueue_proc(a, a->pidx);
+	give_back(a, held, 0);
+	clear_holdings(a, a->pidx);
+	bhs_dispatch_locked(a);
+}
+
+/* After bhs_reclaim_self_locked() and the unlock: our slot holds nothing
+ * (a scan meanwhile found us alive) and goes to the next process. */
+void bhs_release_self(struct bhs_att *a)
+{
+	atomic_fetch_add_explicit(&a->procs[a->pidx].gen, 1, memory_order_relaxed);
+	free_proc(a, a->pidx);
 }
 
 /* Reclaim every dead process; false when none was found. */
@@ -327,7 +362,7 @@ bool bhs_scan_locked(struct bhs_att *a)
 			rebuild = true; /* rebuild() reclaims every dead process */
 			continue;
 		}
-		reclaim(a, i, held, true);
+		reclaim(a, i, held);
 	}
 	if (rebuild)
 		bhs_rebuild_locked(a, false);
@@ -560,7 +595,8 @@ static bool rebuild(struct bhs_att *a, bool must)
 	log_count(g);
 	/* release (seq_cst): the thaw; fast paths acquire it with their CAS */
 	atomic_store_explicit(&g->word, nw, memory_order_seq_cst);
-	log_close(a);
+	BHS_POINT(BP_COUNTED);
+	log_close(a, NONE);
 	atomic_fetch_add_explicit(&g->rebuilds, 1, memory_order_relaxed);
 	bhs_dispatch_locked(a);
 	return true;

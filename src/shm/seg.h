@@ -418,7 +418,12 @@ enum bhs_point {
 	BP_ADMIT,     /* a slow take under the lock, before its CAS (take or queue) */
 	BP_AGENT_SEEN, /* the agent saw an async node, not yet its state */
 	BP_LOGGED,    /* a reclaim wrote its log, the permits not yet back */
-	BP_COMMITTED, /* a recovery's permits are back, deaths and reclaimed not moved */
+	BP_COMMITTED, /* a recovery committed (a rebuild's word still frozen),
+		       * deaths and reclaimed not moved */
+	BP_CLEARED,   /* a dead process's slot cleared and reclaimed, its
+		       * generation not yet moved */
+	BP_COUNTED,   /* a recovery counted (and thawed), its log still open */
+	BP_REPLAYED,  /* a replay counted, not yet thawed or closed */
 	BP_NPOINTS,
 };
 
@@ -484,6 +489,7 @@ bool bhs_maybe_scan(struct bhs_att *a);
 bool bhs_scan_locked(struct bhs_att *a);
 bool bhs_rebuild_locked(struct bhs_att *a, bool must);
 void bhs_reclaim_self_locked(struct bhs_att *a);
+void bhs_release_self(struct bhs_att *a);
 uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open_window);
 
 /* segment.c */

@@ -123,6 +123,25 @@ int bhs_check_hdr(const struct bhs_hdr *h, const char *name, off_t file_size)
 	return 0;
 }
 
+/* The recovery log (reclaim.c): closed, or open (bit 0) with an epoch
+ * (bit 1) for a process slot or for a rebuild (UINT32_MAX), whose word to
+ * thaw to has a limit. */
+static bool rlog_valid(const struct bhs_seg *g)
+{
+	struct bhs_seg *m = (struct bhs_seg *)g;
+	uint32_t open = atomic_load_explicit(&m->rlog.open, memory_order_relaxed);
+	uint32_t pidx = atomic_load_explicit(&m->rlog.pidx, memory_order_relaxed);
+	uint64_t thaw = atomic_load_explicit(&m->rlog.thaw, memory_order_relaxed);
+
+	if (open == 0)
+		return true;
+	if (open & ~3u || !(open & 1u))
+		return false;
+	if (pidx == UINT32_MAX)
+		return w_limit(thaw) != 0 && w_avail(thaw) <= (int64_t)w_limit(thaw);
+	return pidx < g->hdr.nprocs;
+}
+
 /* The mutable part a crash could never leave this way: refuse it. */
 int bhs_check_state(const struct bhs_seg *g)
 {
@@ -133,6 +152,8 @@ int bhs_check_state(const struct bhs_seg *g)
 	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (3ull << 58)))
 		return -EBADMSG;
 	if (lock && ((lock & 0xffffu) == 0 || (lock & 0xffffu) > g->hdr.nprocs))
+		return -EBADMSG;
+	if (!rlog_valid(g))
 		return -EBADMSG;
 	return 0;
 }
