@@ -542,37 +542,55 @@ static void await_deaths(bulkhead_t *bh, uint64_t want)
 	}
 }
 
-static void recoverer_killed_at(int point, bool window)
+/* The first victim dies holding 2 (inside a window: the scan rebuilds;
+ * with closed ledgers: it reclaims); a recoverer holding 1 dies at point;
+ * if replay is a point, the next one, replaying that recoverer's log,
+ * dies there too, holding 1 unless its take had to wait for the lock the
+ * recoverer left with the word frozen. Then the test's own calls recover:
+ * every death counted once, reclaimed what they held. */
+static void killed_in_turn(int point, int replay, bool window)
 {
 	const char *name = uniq("relog");
 	bulkhead_t *bh = shm_make(name, 4, 4, 0);
 	struct bhs_seg *g = bhs_segment(bh, NULL);
 	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 2 };
 	struct victim second = { name, point, 1, act_hold_one_and_scan, 0 };
+	struct victim third = { name, replay, 1, act_hold_one_and_scan, 0 };
+	uint64_t deaths = replay != BP_NONE ? 3 : 2;
+	uint64_t held = 2 + 1 + (replay != BP_NONE && !window);
 	struct child c;
 
-	if (window) { /* dead inside a window: the scan rebuilds */
+	if (window) {
 		c = stop_at(&first);
-	} else {      /* dead with closed ledgers: the scan reclaims */
+	} else {
 		c = spawn(holder_main, &first);
 		assert_int_equal(hear(c.rd), 0);
 	}
 	kill_reap(&c);
 	c = stop_at(&second);
 	kill_reap(&c);
-	await_deaths(bh, 2);
+	if (replay != BP_NONE) {
+		c = stop_at(&third);
+		kill_reap(&c);
+	}
+	await_deaths(bh, deaths);
 	await_in_flight(bh, 0, BH_SEC);
-	assert_int_equal(atomic_load(&g->deaths), 2);
-	assert_int_equal(stats_of(bh).reclaimed, 2 + 1);
+	assert_int_equal(atomic_load(&g->deaths), deaths);
+	assert_int_equal(stats_of(bh).reclaimed, held);
 	assert_int_equal(atomic_load(&g->rlog.open), 0);
 	assert_true(bhs_scan_now(bh) == false); /* nobody left to find */
-	assert_int_equal(atomic_load(&g->deaths), 2);
-	assert_int_equal(stats_of(bh).reclaimed, 2 + 1);
+	assert_int_equal(atomic_load(&g->deaths), deaths);
+	assert_int_equal(stats_of(bh).reclaimed, held);
 	assert_int_equal(stats_of(bh).processes, 1);
 	c = spawn(attach_main, &(struct fresh){ name, bh }); /* a recovery's word: attachable */
 	assert_int_equal(reap(&c), 0);
 	all_permits_back(bh, 4);
 	shm_done(bh, name);
+}
+
+static void recoverer_killed_at(int point, bool window)
+{
+	killed_in_turn(point, BP_NONE, window);
 }
 
 static void test_recoverer_killed_counts_once(void **state)
@@ -590,46 +608,12 @@ static void test_recoverer_killed_counts_once(void **state)
 }
 
 /* And the one who replays a dead recoverer's log dies too, part-way: the
- * next one replays the same log. Three deaths: the first victim (2
- * permits), the recoverer (1), the replayer (1, unless its take had to
- * wait for the lock the recoverer left with the word frozen). */
-static void replayer_killed(bool window)
-{
-	const char *name = uniq("replay");
-	bulkhead_t *bh = shm_make(name, 4, 4, 0);
-	struct bhs_seg *g = bhs_segment(bh, NULL);
-	struct victim first = { name, BP_ACQ_CAS, 1, act_try, 2 };
-	struct victim second = { name, BP_COMMITTED, 1, act_hold_one_and_scan, 0 };
-	struct victim third = { name, BP_REPLAYED, 1, act_hold_one_and_scan, 0 };
-	struct child c;
-
-	if (window) {
-		c = stop_at(&first);
-	} else {
-		c = spawn(holder_main, &first);
-		assert_int_equal(hear(c.rd), 0);
-	}
-	kill_reap(&c);
-	c = stop_at(&second);
-	kill_reap(&c);
-	c = stop_at(&third);
-	kill_reap(&c);
-	await_deaths(bh, 3);
-	await_in_flight(bh, 0, BH_SEC);
-	assert_int_equal(atomic_load(&g->deaths), 3);
-	assert_int_equal(stats_of(bh).reclaimed, 2 + 1 + (window ? 0 : 1));
-	assert_int_equal(atomic_load(&g->rlog.open), 0);
-	assert_true(bhs_scan_now(bh) == false);
-	assert_int_equal(stats_of(bh).processes, 1);
-	all_permits_back(bh, 4);
-	shm_done(bh, name);
-}
-
+ * next one replays the same log. */
 static void test_replayer_killed_counts_once(void **state)
 {
 	(void)state;
-	replayer_killed(false);
-	replayer_killed(true);
+	killed_in_turn(BP_COMMITTED, BP_REPLAYED, false);
+	killed_in_turn(BP_COMMITTED, BP_REPLAYED, true);
 }
 
 /* A process that detaches gives its permits back and serves the queue
