@@ -169,15 +169,14 @@ static void log_close(struct bhs_att *a, uint32_t pidx)
 static void clear_proc(struct bhs_att *a, uint32_t pidx);
 
 /* The lock was taken over from a dead holder: finish or drop its log.
- * The dead holder released nothing, so no acquire here pairs with its
- * stores: they are seen because it is dead (its exit, which the liveness
- * probe and the takeover's CAS come after, drained them). The acquires
- * below are for a holder that died in a way that left it running no more
- * code. */
+ * The dead holder never unlocked, so no release of its pairs with an
+ * acquire of ours: its stores are seen because it is dead (its exit, which
+ * the liveness probe and the takeover's CAS come after, drained them). */
 static void replay(struct bhs_att *a)
 {
 	struct bhs_seg *g = a->seg;
-	/* acquire: as above; log_open()'s release published the contents */
+	/* acquire: with log_open()'s release, the log's contents before its
+	 * open mark, for whatever the exit leaves unordered */
 	uint32_t open = atomic_load_explicit(&g->rlog.open, memory_order_acquire);
 	uint64_t w = atomic_load_explicit(&g->word, memory_order_acquire);
 	uint32_t pidx, gen;
