@@ -161,6 +161,13 @@ static inline void kill_reap(struct child *c)
 	close(c->wr);
 }
 
+/* A forked child's argument: the bulkhead's name, and the test's handle the
+ * child inherits, which it drops to attach afresh (mapped and checked). */
+struct fresh {
+	const char *name;
+	bulkhead_t *inherited;
+};
+
 /* Wait (without sleeping blindly) until in_flight reaches n; fails after
  * limit_ns. Returns how long it took. */
 static inline uint64_t await_in_flight(bulkhead_t *bh, uint64_t n, uint64_t limit_ns)

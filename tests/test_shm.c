@@ -777,14 +777,9 @@ static void test_fork_child_holds_nothing(void **state)
 	shm_done(bh, name);
 }
 
-struct two {
-	const char *name;
-	bulkhead_t *inherited;
-};
-
 static int detacher(void *arg, int out, int in)
 {
-	struct two *t = arg;
+	struct fresh *t = arg;
 	bulkhead_t *bh;
 
 	(void)in;
@@ -803,7 +798,7 @@ static void test_detach_returns_holdings(void **state)
 {
 	const char *name = uniq("detach");
 	bulkhead_t *bh = shm_make(name, 3, 0, 0);
-	struct two t = { name, bh };
+	struct fresh t = { name, bh };
 	struct child c = spawn(detacher, &t);
 
 	(void)state;

@@ -504,10 +504,6 @@ static int holder_main(void *arg, int out, int in)
 
 /* Attaches afresh: the handle inherited from the test is dropped first, so
  * the segment is mapped and checked again. */
-struct fresh {
-	const char *name;
-	bulkhead_t *inherited;
-};
 
 static int attach_main(void *arg, int out, int in)
 {
