@@ -936,6 +936,78 @@ static void test_keepalive_races_handoff(void **state)
 	bh_pool_destroy(handed_pool);
 }
 
+/* bh_pool_submit never waits and is not a cancellation point, but a new
+ * thread may reuse the slot of one whose keep-alive expired and which is
+ * still on its way out: the pthread_join there, under the pool's lock, must
+ * not act on a pending cancellation request, or the submitter unwinds
+ * holding the lock and every later call on the pool hangs. */
+static struct gate exit_gate;
+static _Atomic int exit_blocked;
+
+static void point_block_exit(struct vsync *v, enum bhp_point where, struct bh_task *t)
+{
+	(void)v;
+	(void)t;
+	if (where == BHP_WORKER_EXIT && !atomic_exchange(&exit_blocked, 1))
+		gate_pass(&exit_gate); /* the first worker to leave stays a zombie */
+}
+
+struct submit_arg {
+	bh_pool_t *pool;
+	struct ttask *tt;
+	int result;
+	_Atomic bool returned;
+};
+
+static void *cancelled_submit_main(void *arg)
+{
+	struct submit_arg *s = arg;
+
+	pthread_cancel(pthread_self()); /* deferred: pending */
+	s->result = bh_pool_submit(s->pool, &s->tt->task);
+	atomic_store(&s->returned, true);
+	return NULL;
+}
+
+static void test_submit_join_not_cancellation_point(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b;
+	struct submit_arg sa;
+	struct timespec ts;
+	pthread_t th;
+	void *ret = NULL;
+	int joined;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&exit_gate);
+	atomic_store(&exit_blocked, 0);
+	p = make_pool(0, 1, 0, BH_POOL_ABORT, &v);
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.dones == 1);
+	fake_await(&v.f, BHI_WAIT_PARK, 1);
+	v.point = point_block_exit;
+	fake_advance(&v.f, 10 * BH_SEC); /* it leaves, and stops on its way out */
+	AWAIT(atomic_load(&exit_blocked) && pstats(p).alive == 0);
+	sa = (struct submit_arg){ .pool = p, .tt = &b, .result = 99 };
+	assert_int_equal(pthread_create(&th, NULL, cancelled_submit_main, &sa), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	joined = pthread_timedjoin_np(th, &ret, &ts); /* the fix: still joining */
+	gate_open(&exit_gate);
+	if (joined != 0)
+		pthread_join(th, &ret);
+	assert_ptr_equal(ret, NULL); /* not cancelled (with the pool's lock held) */
+	assert_true(atomic_load(&sa.returned));
+	assert_int_equal(sa.result, 0);
+	AWAIT(b.dones == 1);
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
 /* ---- polling idle workers ----------------------------------------------------------- */
 
 /* An idle worker polls (on the virtual clock here): a task handed to it is
@@ -1389,6 +1461,79 @@ static void test_pending_cancel_only_when_waiting(void **state)
 	}
 }
 
+/* A cancellation request that arrives after the caller's wait timed out,
+ * while it gives up its queued call, is acted on at the first cancellation
+ * point in done(task, -ECANCELED). The call has been given up already: the
+ * cleanup handler must not give it up a second time (done twice, the permit
+ * released twice, the task unlinked twice, which empties the queue). */
+static int hook_cancel_then_timeout(struct fake_sync *f, unsigned n)
+{
+	struct vsync *v = (struct vsync *)f; /* f is its first member */
+	struct ttask *q = v->user;
+
+	(void)n;
+	/* q queues behind the waiting call (no assert off the test thread) */
+	q->value = bh_pool_submit(q->task.priv.pool, &q->task);
+	pthread_cancel(pthread_self()); /* deferred: pending from here */
+	return -ETIMEDOUT;
+}
+
+static void done_then_cancellation_point(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	pthread_testcancel(); /* any write(), close(), printf() would do */
+}
+
+static void *caller_then_testcancel_main(void *arg)
+{
+	caller_main(arg);
+	pthread_testcancel(); /* the request left pending, if any */
+	return NULL;
+}
+
+static void test_cancel_during_give_up_done(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b, q;
+	struct caller_arg ca;
+	struct gate g;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	p = make_pool(1, 1, 2, BH_POOL_ABORT, &v);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&q, NULL);
+	b.task.done = done_then_cancellation_point;
+	q.task.priv.pool = p; /* for the hook */
+	q.value = 99;
+	v.user = &q;
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.started);
+	vs_script_calls(&v, hook_cancel_then_timeout);
+	ca = (struct caller_arg){ .pool = p, .tt = &b, .deadline = v.f.now + BH_SEC, .result = 99 };
+	/* b is queued first, then q behind it; b's wait "times out" at once */
+	assert_int_equal(pthread_create(&th, NULL, caller_then_testcancel_main, &ca), 0);
+	pthread_join(th, &ret);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(ca.result, -ETIMEDOUT); /* the wait had ended: a timeout */
+	assert_int_equal(b.runs, 0);
+	assert_int_equal(b.dones, 1); /* reported once */
+	assert_int_equal(b.status, -ECANCELED);
+	assert_int_equal(q.value, 0); /* q was queued behind b */
+	struct bh_pool_stats st = pstats(p);
+	assert_int_equal(st.abandoned, 1);
+	assert_int_equal(st.queued, 1); /* q is still queued */
+	gate_open(&g);
+	AWAIT(q.dones == 1); /* q still runs */
+	assert_int_equal(q.runs, 1);
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
 /* ---- shutdown -------------------------------------------------------------------- */
 
 static void test_graceful_shutdown(void **state)
@@ -1513,6 +1658,81 @@ static void test_own_thread_cannot_wait(void **state)
 	assert_int_equal(atomic_load(&own_destroy), -EDEADLK);
 	assert_int_equal(atomic_load(&own_shutdown), 1); /* itself, still running */
 	assert_int_equal(bh_pool_destroy(own_pool), 0);
+}
+
+/* ...nor from done, which a pool thread runs after the task is counted: the
+ * thread is still there, so the result is never 0 ("every thread has left"). */
+static _Atomic int own_done_shutdown = -1;
+static void own_thread_done(struct bh_task *t, int status)
+{
+	atomic_store(&own_done_shutdown, bh_pool_shutdown(own_pool, BH_FOREVER));
+	tt_done(t, status);
+}
+
+static void test_own_thread_shutdown_from_done(void **state)
+{
+	struct ttask t;
+
+	(void)state;
+	own_pool = make_pool(1, 1, 1, BH_POOL_ABORT, NULL);
+	tt_init(&t, NULL);
+	t.task.done = own_thread_done;
+	assert_int_equal(bh_pool_submit(own_pool, &t.task), 0);
+	AWAIT(t.dones == 1);
+	assert_true(atomic_load(&own_done_shutdown) >= 1); /* pool.h: at least 1 */
+	assert_int_equal(bh_pool_destroy(own_pool), 0);
+}
+
+/* bh_pool_destroy is not a cancellation point (only bh_pool_call's wait is,
+ * pool.h): a pending request must not cut it short, leaving the pool closed,
+ * its threads unjoined and its memory unfreed, with no way to tell. */
+struct destroy_arg {
+	bh_pool_t *pool;
+	int result;
+	_Atomic bool returned;
+};
+
+static void *destroy_main(void *arg)
+{
+	struct destroy_arg *d = arg;
+
+	pthread_cancel(pthread_self()); /* deferred: pending */
+	d->result = bh_pool_destroy(d->pool);
+	atomic_store(&d->returned, true);
+	return NULL;
+}
+
+static void test_destroy_not_cancellation_point(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+	struct destroy_arg d = { .pool = p, .result = 99 };
+	struct ttask t;
+	struct gate g;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&t, &g);
+	assert_int_equal(bh_pool_submit(p, &t.task), 0);
+	AWAIT(t.started);
+	assert_int_equal(pthread_create(&th, NULL, destroy_main, &d), 0);
+	/* closed at once; then it must wait for t (cut short: it ends now) */
+	struct ttask probe;
+	tt_init(&probe, NULL);
+	AWAIT(bh_pool_submit(p, &probe.task) == -ESHUTDOWN);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	int joined = pthread_timedjoin_np(th, &ret, &ts);
+	gate_open(&g);
+	if (joined != 0)
+		pthread_join(th, &ret);
+	if (!atomic_load(&d.returned))
+		assert_int_equal(bh_pool_destroy(p), 0); /* clean up what it left */
+	assert_ptr_equal(ret, NULL);
+	assert_true(atomic_load(&d.returned));
+	assert_int_equal(d.result, 0);
 }
 
 /* destroy without shutdown: queued tasks still run. */
@@ -1787,6 +2007,7 @@ int main(void)
 		cmocka_unit_test(test_rejections_exact_under_contention),
 		cmocka_unit_test(test_keepalive_shrinks_to_core),
 		cmocka_unit_test(test_keepalive_races_handoff),
+		cmocka_unit_test(test_submit_join_not_cancellation_point),
 		cmocka_unit_test(test_poller_takes_work_without_wake),
 		cmocka_unit_test(test_backlog_goes_to_sleepers),
 		cmocka_unit_test(test_call_completes),
@@ -1797,10 +2018,13 @@ int main(void)
 		cmocka_unit_test(test_error_precedence),
 		cmocka_unit_test(test_cancel_waiting_caller),
 		cmocka_unit_test(test_pending_cancel_only_when_waiting),
+		cmocka_unit_test(test_cancel_during_give_up_done),
 		cmocka_unit_test(test_graceful_shutdown),
 		cmocka_unit_test(test_shutdown_now),
 		cmocka_unit_test(test_shutdown_idle_pool),
 		cmocka_unit_test(test_own_thread_cannot_wait),
+		cmocka_unit_test(test_own_thread_shutdown_from_done),
+		cmocka_unit_test(test_destroy_not_cancellation_point),
 		cmocka_unit_test(test_destroy_runs_queued),
 		cmocka_unit_test(test_done_may_resubmit),
 		cmocka_unit_test(test_done_sees_itself_counted),

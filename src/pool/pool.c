@@ -119,7 +119,7 @@ static int drain(struct bh_pool *p, uint64_t deadline)
 
 int bh_pool_shutdown(bh_pool_t *p, uint64_t deadline_ns)
 {
-	int left;
+	int left, cs;
 
 	if (!p)
 		return -EINVAL;
@@ -128,11 +128,18 @@ int bh_pool_shutdown(bh_pool_t *p, uint64_t deadline_ns)
 		pool_lock(p);
 		left = (int)(p->active + p->queued);
 		pool_unlock(p);
-		return left;
+		/* this thread has not left (in done, its task is no longer
+		 * counted): never 0, which says every thread has left */
+		return left ? left : 1;
 	}
+	/* Not a cancellation point (only bh_pool_call's wait is): the drain's
+	 * futex wait, or pthread_join, would act on a request and leave the
+	 * pool closed, its threads unjoined, and bh_pool_destroy half done. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	left = drain(p, deadline_ns);
 	if (left == 0)
 		bhp_join_exited(p);
+	pthread_setcancelstate(cs, NULL);
 	return left;
 }
 

@@ -206,8 +206,17 @@ static inline int task_give_up(struct bh_pool *p, struct bh_task *t)
 	}
 	pool_unlock(p);
 	if (queued) {
+		int cs;
+
+		/* Still inside bh_pool_call's cleanup region: a cancellation
+		 * acted on at a cancellation point in done would run
+		 * call_cancelled, which would give the call up again (done
+		 * twice, the permit twice, the task unlinked twice). Deferred:
+		 * the request stays pending for the next cancellation point. */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		if (t->done)
 			t->done(t, -ECANCELED);
+		pthread_setcancelstate(cs, NULL);
 		bh_release(p->adm, 1);
 		return -ETIMEDOUT;
 	}

@@ -113,8 +113,15 @@ static struct bhp_worker *slot_take_locked(struct bh_pool *p, struct bh_task *t)
 	struct bhp_worker *w = bhp_workers_first(&p->spare);
 
 	bhp_workers_del(&p->spare, w);
-	if (w->slot == S_ZOMBIE) /* it has left; its exit takes microseconds */
+	if (w->slot == S_ZOMBIE) { /* it has left; its exit takes microseconds */
+		int cs;
+
+		/* pthread_join is a cancellation point: acted on here, a
+		 * request would unwind the submitter with the lock held */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		pthread_join(w->tid, NULL);
+		pthread_setcancelstate(cs, NULL);
+	}
 	w->slot = S_LIVE;
 	w->task = t;
 	w->idle = false;
