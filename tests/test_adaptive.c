@@ -1031,6 +1031,138 @@ static void prometheus_export(void **state)
 	bh_destroy(bh);
 }
 
+/* ---- probes that cannot drain, ceilings, roles ------------------------------------ */
+
+/* A probe whose pin cannot drain in flight (calls that are not sampled hold
+ * permits, or on a host-wide bulkhead another process moves the limit)
+ * discards every sample; its window must still end at window_max_ns. */
+static void probe_ends_without_drain(void **state)
+{
+	bulkhead_t *bh = make_bh(100, 0, 0);
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 10), 0); /* long holders, never sampled */
+	a = attach(bh, NULL);
+	assert_int_equal(limit_of(bh), 4); /* the first probe's pin */
+	feed(a, 2000, 10 * MS, BH_OK, 50 * MS); /* 100 s of traffic */
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	print_message("windows %llu discarded %llu limit %u probing %u\n",
+		      (unsigned long long)st.windows, (unsigned long long)st.discarded,
+		      limit_of(bh), st.probing);
+	assert_true(st.windows > 0);     /* the probe timed out ... */
+	assert_int_equal(limit_of(bh), 100); /* ... and the limit came back */
+	bh_adaptive_detach(a);
+	assert_int_equal(bh_release(bh, 10), 0);
+	bh_destroy(bh);
+}
+
+/* Envoy's minRTT window: the same, with its window_max_ns = NEVER. */
+static void envoy_probe_ends_without_drain(void **state)
+{
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_ENVOY };
+	bulkhead_t *bh = make_bh(100, 0, 0);
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 10), 0);
+	a = attach(bh, &c);
+	assert_int_equal(limit_of(bh), 3);
+	feed(a, 2000, 10 * MS, BH_OK, 50 * MS);
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	print_message("envoy: windows %llu discarded %llu limit %u probing %u\n",
+		      (unsigned long long)st.windows, (unsigned long long)st.discarded,
+		      limit_of(bh), st.probing);
+	assert_true(st.windows > 0);
+	assert_int_equal(st.probing, 0);
+	bh_adaptive_detach(a);
+	assert_int_equal(bh_release(bh, 10), 0);
+	bh_destroy(bh);
+}
+
+/* An explicit ceiling below the algorithm's default floor: the ceiling holds. */
+static void explicit_ceiling_below_default_floor(void **state)
+{
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .max_limit = 10 };
+	bulkhead_t *bh = make_bh(10, 0, 0);
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a = attach(bh, &c);
+
+	(void)state;
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	print_message("limit %u (bulkhead %u) min %u max %u\n", st.limit, limit_of(bh),
+		      st.min_limit, st.max_limit);
+	assert_true(limit_of(bh) <= 10);
+	assert_true(st.max_limit <= 10);
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
+/* A second attach on a host-wide handle that already has a controller
+ * fails with -EBUSY and must leave the first controller's role alone. */
+static void host_wide_failed_attach_keeps_role(void **state)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	bulkhead_t *bh = host_open(dir, 30, 0);
+	bh_adaptive_t *a = attach(bh, &host_cfg), *b = NULL;
+	struct bh_adaptive_config bad = { .percentile = 101 };
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(bh_adaptive_attach(bh, &host_cfg, &b), -EBUSY);
+	assert_int_equal(bh_adaptive_attach(bh, &bad, &b), -EINVAL);
+	/* a controller in another process must still be a follower */
+	if ((pid = fork()) == 0)
+		_exit(child_follows(30));
+	assert_int_equal(wait_child(pid), 0);
+	drops(a);
+	assert_int_equal(limit_of(bh), 27); /* still the mover */
+	bh_adaptive_detach(a);
+	host_close(bh, dir);
+}
+
+/* A follower on a host-wide bulkhead cannot pin the host's limit for its
+ * probe: with the host busy (in flight above the pin) its probe window must
+ * still close. Exit status 0 when windows closed. */
+static int child_follower_windows(enum bh_adaptive_algo algo)
+{
+	struct bh_adaptive_config c = { .algo = algo, .sources = BH_ADAPTIVE_SRC_MANUAL };
+	struct bh_adaptive_stats st;
+	bulkhead_t *bh;
+	bh_adaptive_t *b;
+
+	if (bh_shm_open("adaptive", NULL, 0, &bh) != 0 || bh_adaptive_attach(bh, &c, &b) != 0)
+		return 2;
+	bha_set_clock(b, fake_clock, NULL);
+	feed(b, 2000, 10 * MS, BH_OK, 50 * MS); /* 100 s */
+	bh_adaptive_stats(b, &st);
+	fprintf(stderr, "follower algo %d: windows %llu discarded %llu\n", (int)algo,
+		(unsigned long long)st.windows, (unsigned long long)st.discarded);
+	return st.windows > 0 ? 0 : 1;
+}
+
+static void host_wide_follower_probe_ends(void **state)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	bulkhead_t *bh = host_open(dir, 30, 0);
+	bh_adaptive_t *a = attach(bh, &host_cfg); /* the mover */
+	enum bh_adaptive_algo algos[] = { BH_ADAPTIVE_DEFAULT, BH_ADAPTIVE_ENVOY };
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 10), 0); /* the host is busy */
+	for (int i = 0; i < 2; i++) {
+		if ((pid = fork()) == 0)
+			_exit(child_follower_windows(algos[i]));
+		assert_int_equal(wait_child(pid), 0);
+	}
+	assert_int_equal(bh_release(bh, 10), 0);
+	bh_adaptive_detach(a);
+	host_close(bh, dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1056,6 +1188,11 @@ int main(void)
 		cmocka_unit_test(pool_run_times_are_samples),
 		cmocka_unit_test(pool_shrink_holds),
 		cmocka_unit_test(prometheus_export),
+		cmocka_unit_test(probe_ends_without_drain),
+		cmocka_unit_test(envoy_probe_ends_without_drain),
+		cmocka_unit_test(explicit_ceiling_below_default_floor),
+		cmocka_unit_test(host_wide_failed_attach_keeps_role),
+		cmocka_unit_test(host_wide_follower_probe_ends),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -131,7 +131,8 @@ enum bh_adaptive_algo {
  */
 struct bh_adaptive_config {
 	enum bh_adaptive_algo algo;
-	uint32_t min_limit;     /* floor; 0: 2 (AIMD 20, Vegas 1, Gradient2 20, Envoy 3) */
+	uint32_t min_limit;     /* floor; 0: 2 (AIMD 20, Vegas 1, Gradient2 20, Envoy 3),
+	                         * or max_limit when that is set and lower */
 	uint32_t max_limit;     /* ceiling; 0: see above (AIMD 200, Vegas 1000,
 	                         * Gradient2 200, Envoy 1000) */
 	uint32_t initial_limit; /* 0: the bulkhead's limit at attach */

@@ -399,7 +399,13 @@ void bh_adaptive_sample(bh_adaptive_t *a, uint64_t rtt_ns, enum bh_outcome outco
 	if (BHI_UNLIKELY(rtt_ns < a->min_rtt_ns ||
 			atomic_load_explicit(&a->probing, memory_order_relaxed)) &&
 	    !accept_slow(a, rtt_ns, &full)) {
-		add64(&s->n_disc, 1, shared);
+		/* A probe whose pin does not drain in flight discards every
+		 * sample: its deadline (window_max_ns) must still end it. */
+		n = add64(&s->n_disc, 1, shared);
+		if (n % CHECK == 1 % CHECK &&
+		    a->coarse(a->clock_ctx) >=
+			    atomic_load_explicit(&a->deadline_ns, memory_order_relaxed))
+			try_close(a);
 		return;
 	}
 	if (outcome == BH_OK || a->hist_drops)

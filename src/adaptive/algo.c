@@ -112,6 +112,8 @@ void bha_algo_init(struct bha_algo *g, const struct bh_adaptive_config *cfg, uin
 	memset(v, 0, sizeof(*v));
 	g->kind = cfg->algo;
 	g->min = cfg->min_limit ? cfg->min_limit : bha_default_min(g->kind);
+	if (!cfg->min_limit && cfg->max_limit && g->min > cfg->max_limit)
+		g->min = cfg->max_limit; /* a defaulted floor yields to an explicit ceiling */
 	g->max = cfg->max_limit ? cfg->max_limit : bha_default_max(g->kind, start);
 	g->max = g->max < g->min ? g->min : g->max;
 	g->pct = cfg->percentile ? cfg->percentile : 50;

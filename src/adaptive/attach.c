@@ -120,13 +120,9 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 	if (bhi_layer_of(bh) && !bhi_layer_of(bh)->adapt_set)
 		return -EOPNOTSUPP;
 	t = target_of(bh);
-	/* Host-wide: the first controller on the host moves the limit, the
-	 * others follow it until the role is free (role.h). */
-	if (bhi_is_host(bh) && (r = bhs_role_take(bh)) < 0 && r != -EAGAIN)
-		return r;
 	start_limit = cfg && cfg->initial_limit ? cfg->initial_limit : t.limit(bh);
 	if ((r = bha_create(cfg, &t, start_limit, &a)) < 0)
-		goto fail;
+		return r;
 	a->sink.fn = sink_fn;
 	a->sink.sources = sources(cfg, bh);
 	a->owner = bh;
@@ -134,17 +130,22 @@ int bh_adaptive_attach(bulkhead_t *bh, const struct bh_adaptive_config *cfg,
 	a->limit = t.limit(bh);
 	if ((r = bhk_attach(bh, &a->sink)) < 0) {
 		bha_destroy(a);
-		goto fail;
+		return r;
+	}
+	/* Host-wide: the first controller on the host moves the limit, the
+	 * others follow it until the role is free (role.h). Taken only once
+	 * this handle's sink is ours: a refused attach (-EBUSY, -EINVAL) must
+	 * not drop the role of the controller already attached here. */
+	if (bhi_is_host(bh) && (r = bhs_role_take(bh)) < 0 && r != -EAGAIN) {
+		bhk_detach(bh);
+		bha_destroy(a);
+		return r;
 	}
 	bha_start(a);
 	/* release: the start's writes before any automatic sample's reads */
 	atomic_store_explicit(&a->started, true, memory_order_release);
 	*out = a;
 	return 0;
-fail:
-	if (bhi_is_host(bh))
-		bhs_role_drop(bh);
-	return r;
 }
 
 /* A pool's admission bulkhead counts running and queued tasks; the pool

@@ -162,6 +162,7 @@ void bha_g2_window(struct bha_algo *g, const struct bha_window *w, struct bha_ve
 
 #define ENVOY_WINDOW_NS (100 * MS)
 #define ENVOY_MIN_RTT_SAMPLES 50
+#define ENVOY_MIN_RTT_MAX_NS (10 * SEC)
 
 static void envoy_set(struct bha_algo *g, uint32_t nl, struct bha_verdict *v, uint32_t reason)
 {
@@ -183,7 +184,10 @@ static void envoy_enter_min_rtt(struct bha_algo *g, struct bha_verdict *v)
 	s->in_min_rtt = true;
 	envoy_set(g, g->min, v, BH_ADAPTIVE_PROBE);
 	v->window_ns = NEVER;
-	v->window_max_ns = NEVER;
+	/* Not in Envoy (whose pin always drains): here the epoch waits for in
+	 * flight to reach the pin, which may never happen (holders that are
+	 * not sampled, a host-wide follower); give up after a while. */
+	v->window_max_ns = ENVOY_MIN_RTT_MAX_NS;
 	v->probe_samples = ENVOY_MIN_RTT_SAMPLES;
 }
 
