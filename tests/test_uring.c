@@ -678,6 +678,65 @@ static void test_skip_success_refused(void **state)
 	fix_free(f);
 }
 
+/* the refused op's NOP is linked into from a pending SQE with
+ * CQE_SKIP_SUCCESS that fails: the kernel posts nothing for the NOP, so the
+ * helper it was counted as never comes back and drain cannot finish. */
+static void test_refused_nop_after_failing_skip_link(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe, *own;
+	struct io_uring_cqe c;
+	char b;
+
+	(void)state;
+	own = io_uring_get_sqe(&f->ring);
+	io_uring_prep_read(own, -1, &b, 1, 0); /* fails: -EBADF */
+	own->user_data = 5;
+	own->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -ECANCELED);
+	assert_int_equal(in_flight(f->bh), 0);
+	submit(f, 2);
+	next_cqe(&f->ring, &c); /* own read's failure */
+	assert_int_equal(c.user_data, 5);
+	assert_int_equal(c.res, -EBADF);
+	assert_int_equal(feed(f, &c, NULL), BH_URING_FOREIGN);
+	/* the tracker must not wait for a CQE the kernel never posts */
+	assert_int_equal(bh_uring_drain(f->t, bh_now_ns() + BH_SEC / 5, NULL, NULL), 0);
+	assert_int_equal(tstats(f->t).helpers, 0);
+	fix_free(f);
+}
+
+/* drain's cancel-everything goes behind a pending SQE of the
+ * caller's that still carries IOSQE_IO_LINK (a chain being built): it is
+ * linked after that SQE and runs only when it ends, so nothing is
+ * cancelled while a read on an idle pipe stays in flight. */
+static void test_drain_behind_pending_link(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *own;
+	int p[2], q[2];
+	char b, c;
+
+	(void)state;
+	make_pipe(p);
+	make_pipe(q);
+	track_read(f, &op, p[0], &b, BH_FOREVER);
+	submit(f, 1);
+	own = io_uring_get_sqe(&f->ring); /* first half of the caller's chain */
+	io_uring_prep_read(own, q[0], &c, 1, 0);
+	own->user_data = 7;
+	own->flags |= IOSQE_IO_LINK;
+	assert_int_equal(bh_uring_drain(f->t, bh_now_ns() + BH_SEC / 5, NULL, NULL), 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	close_pipe(p);
+	close_pipe(q);
+	fix_free(f);
+}
+
 static void test_track_refuses_broken_contracts(void **state)
 {
 	struct fix *f = fix_new(8, 0, 2, 0, 0);
@@ -1622,6 +1681,93 @@ static void test_wake_poll_rearmed(void **state)
 	fix_free(f);
 }
 
+/* the wake-up poll ends while the SQ is full: the re-arm fails
+ * silently, the caller submits and waits, and a grant then wakes nobody
+ * (no other CQE is due). */
+static void test_wake_poll_rearm_with_full_sq(void **state)
+{
+	struct fix *f = fix_new(4, 0, 1, 4, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = { .tv_nsec = 300 * 1000 * 1000 };
+	int p[2];
+	char b[4];
+
+	(void)state;
+	make_pipe(p);
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	submit(f, 1);
+	sqe = io_uring_get_sqe(&f->ring); /* the caller's own cancel-all ends the poll */
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	sqe->user_data = 9;
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
+	for (int i = 0; i < 4; i++) { /* the caller's batch fills the SQ */
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_read(sqe, p[0], &b[i], 1, 0);
+		sqe->user_data = 100 + i;
+	}
+	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* poll's end: re-arm fails */
+	io_uring_submit(&f->ring); /* "submit before waiting for CQEs" */
+	assert_int_equal(bh_release(f->bh, 1), 0); /* grants op */
+	/* the grant must reach the owner through a CQE */
+	assert_int_equal(io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts), 0);
+	reap_grants(f, 1);
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	fix_free(f);
+	close_pipe(p);
+}
+
+/* ...but not while an op of the tracker's is taken and not yet tracked:
+ * its SQE may not be prepared, so the reap leaves the SQ to the caller, and
+ * the reap after the caller's submit arms the poll. */
+static void test_wake_poll_rearm_waits_for_untracked_op(void **state)
+{
+	struct fix *f = fix_new(4, 0, 1, 4, 0);
+	bulkhead_t *other = make_bh(1, 0, 0);
+	struct bh_uring_op op = { 0 }, armed = { 0 };
+	struct io_uring_sqe *sqe, *mine;
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = { .tv_nsec = 300 * 1000 * 1000 };
+	int p[2];
+	char b[4];
+
+	(void)state;
+	make_pipe(p);
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	submit(f, 1);
+	sqe = io_uring_get_sqe(&f->ring); /* the caller's own cancel-all ends the poll */
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	sqe->user_data = 9;
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
+	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
+	for (int i = 0; i < 3; i++) { /* the caller's own SQEs fill the rest */
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_read(sqe, p[0], &b[i], 1, 0);
+		sqe->user_data = 100 + i;
+	}
+	assert_int_equal(io_uring_sq_space_left(&f->ring), 0);
+	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
+	assert_int_equal(io_uring_sq_ready(&f->ring), 4);  /* nothing submitted */
+	io_uring_prep_nop(mine);
+	assert_int_equal(bh_uring_track(f->t, &armed, BH_FOREVER), 0);
+	io_uring_submit(&f->ring);
+	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 1); /* the NOP; arms the poll */
+	io_uring_submit(&f->ring);
+	assert_int_equal(bh_release(f->bh, 1), 0); /* grants op */
+	assert_int_equal(io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts), 0);
+	reap_grants(f, 1);
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	fix_free(f);
+	close_pipe(p);
+	assert_int_equal(in_flight(other), 0);
+	bh_destroy(other);
+}
+
 /* The wake-up poll costs an SQE only when an op queues, one for all
  * waiters, and reaches the kernel only with the caller's submit: a grant
  * made before that wakes nobody; after it, the poll fires at once. */
@@ -1984,6 +2130,8 @@ int main(void)
 		cmocka_unit_test(test_link_timeout_fires),
 		cmocka_unit_test(test_link_timeout_not_firing),
 		cmocka_unit_test(test_skip_success_refused),
+		cmocka_unit_test(test_drain_behind_pending_link),
+		cmocka_unit_test(test_refused_nop_after_failing_skip_link),
 		cmocka_unit_test(test_track_refuses_broken_contracts),
 		cmocka_unit_test(test_track_outcomes_distinct),
 		cmocka_unit_test(test_chain_is_one_op),
@@ -2002,6 +2150,8 @@ int main(void)
 		cmocka_unit_test(test_wait_free_permits_and_results),
 		cmocka_unit_test(test_grants_delivered_oldest_first),
 		cmocka_unit_test(test_wake_poll_rearmed),
+		cmocka_unit_test(test_wake_poll_rearm_with_full_sq),
+		cmocka_unit_test(test_wake_poll_rearm_waits_for_untracked_op),
 		cmocka_unit_test(test_wake_poll_sqe_only_when_queued),
 		cmocka_unit_test(test_wait_full_sq_takes_nothing),
 		cmocka_unit_test(test_two_rings_share_bulkhead),

@@ -88,9 +88,19 @@ static inline void *ud_ptr(uint64_t ud)
  * prep functions never touch user_data, so it may be set first. */
 static inline struct io_uring_sqe *helper_sqe(bh_uring_t *t, const void *p, enum ud_tag tag)
 {
+	struct io_uring_sq *sq = &t->ring->sq;
+	unsigned prev = sq->sqe_tail - 1;
+	bool prev_pending = sq->sqe_tail != sq->sqe_head;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(t->ring);
 
 	if (sqe) {
+		/* A pending SQE still flagged to link into the next one (the
+		 * caller's chain being built) must not chain the helper behind
+		 * it: the helper would wait for that op, or post nothing if a
+		 * CQE_SKIP_SUCCESS member failed. */
+		if (prev_pending)
+			sq->sqes[(prev & sq->ring_mask) << t->sqe_shift].flags &=
+				(__u8)~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
 		sqe->user_data = ud_make(p, tag);
 		t->helpers++;
 	}

@@ -267,8 +267,15 @@ int bh_uring_get_chains(bh_uring_t *t, struct bh_uring_op **ops, unsigned count,
 
 /* A refused op: its SQEs become NOPs whose CQEs the tracker swallows, and its
  * permits go back. Nothing of it reaches the kernel. */
+static bool chain_into_skips(const bh_uring_t *t, const struct bh_uring_op *op);
+
 void bhu_neutralise(bh_uring_t *t, struct bh_uring_op *op)
 {
+	/* A pending chain with CQE_SKIP_SUCCESS linked into the NOPs would
+	 * post nothing for them if it failed, and the helpers would never
+	 * come back: end that chain before them. */
+	if (chain_into_skips(t, op))
+		sqe_at(t, op->sqe_idx - 1)->flags &= (__u8)~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
 	for (unsigned i = 0; i < op->nr; i++) {
 		struct io_uring_sqe *sqe = sqe_at(t, op->sqe_idx + i);
 
@@ -587,6 +594,37 @@ static inline void deliver_due(bh_uring_t *t)
 	}
 }
 
+/* Whether a pending SQE is an op's that was taken and not yet tracked: its
+ * caller may not have prepared it yet. */
+static bool armed_pending(const bh_uring_t *t)
+{
+	const struct io_uring_sq *sq = &t->ring->sq;
+
+	for (unsigned i = sq->sqe_head; i != sq->sqe_tail; i++) {
+		uint64_t ud = sqe_at(t, i)->user_data;
+
+		if ((ud & ~UD_PTR_MASK) == (UD_MAGIC | TAG_OP) &&
+		    ((const struct bh_uring_op *)ud_ptr(ud))->state == OP_ARMED)
+			return true;
+	}
+	return false;
+}
+
+/* After a reap or complete, while ops wait and the wake-up poll ended: arm
+ * it. When the caller's own SQEs fill the SQ, the submit that follows would
+ * go without the poll and a grant would wake nobody, so the owner's
+ * prepared SQEs go first (this is the owner thread: a SINGLE_ISSUER ring
+ * allows it) and the poll is armed behind them. Not while an op of ours is
+ * taken and not yet tracked, whose SQEs may not be prepared yet: then the
+ * next reap or complete tries again. */
+static void rearm_wake_now(bh_uring_t *t)
+{
+	if (t->wake_armed || !t->waitq.count || t->closing)
+		return;
+	if (bhu_arm_wake(t) == -EAGAIN && !armed_pending(t) && io_uring_submit(t->ring) > 0)
+		bhu_arm_wake(t);
+}
+
 int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **op)
 {
 	struct bh_uring_op *o;
@@ -604,7 +642,7 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 		t->st.finished++;
 	}
 	deliver_due(t);
-	rearm_wake(t);
+	rearm_wake_now(t);
 	return kind;
 }
 
@@ -722,7 +760,7 @@ int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 		if (!io_uring_cq_has_overflow(t->ring) || (r = flush_overflow(t)) < 0)
 			break;
 	}
-	rearm_wake(t);
+	rearm_wake_now(t);
 	t->reaping = false;
 	return total || r == 0 ? (int)total : r;
 }
