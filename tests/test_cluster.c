@@ -324,6 +324,28 @@ static void test_open_rejects_bad_config(void **state)
 	(void)bh;
 }
 
+/* A margin so large that adding two coarse ticks to it wraps past 2^64 is
+ * refused like any margin at or above the lease: accepted, it would make the
+ * instance use its lease past the moment the store may drop it. */
+static void test_margin_overflow_refused(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	bulkhead_t *bh = NULL;
+	uint64_t t0 = bh_now_ns();
+	int r;
+
+	(void)state;
+	cc.margin_ns = UINT64_MAX;
+	r = bh_cluster_open(&cc, NULL, &bh);
+	if (r == 0) {
+		printf("accepted: lease_expiry - (open + lease) = %lld ns\n",
+		       (long long)(cstats(bh).lease_expiry_ns - (t0 + LEASE)));
+		bh_destroy(bh);
+	}
+	assert_int_equal(r, -EINVAL);
+}
+
 static void test_open_unreachable(void **state)
 {
 	char name[32], ep[200];
@@ -793,6 +815,183 @@ static void test_store_restart_empty_learns(void **state)
 	bh_destroy(c);
 }
 
+/* The store closed this instance's idle connection (its idle timeout, a
+ * proxy, a restart) while the process was stopped past its lease. The first
+ * renewal after resuming finds the connection dead (EPIPE, ECONNRESET)
+ * though the store answers: that says nothing about the store, so the
+ * request reconnects and goes again, and no fallback starts. */
+static void test_idle_connection_closed_no_fallback(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	cc.fallback_limit = 2;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(rh_do(&srv, "CLIENT KILL TYPE normal SKIPME yes"), 0);
+	usleep((useconds_t)(LEASE / BH_USEC) + 50000); /* stopped past the lease */
+	STEP_UNTIL(bh, cstats(bh).renewals >= 2 || cstats(bh).fallbacks > 0);
+	assert_int_equal(cstats(bh).fallbacks, 0);
+	STEP_UNTIL(bh, cstats(bh).renewals >= 2);
+	assert_int_equal(cstats(bh).share, 3);
+	bh_destroy(bh);
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * BH_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* A prefork parent keeps its cluster bulkhead and forks workers, which
+ * inherit the store's socket. A renewal that times out closes the socket in
+ * the parent while it is in the epoll set; the file stays open in the child,
+ * so epoll keeps the registration (epoll(7), Q6) and the late answer makes
+ * it readable for good. One-shot registrations wake the renewal thread once
+ * for it, not on every epoll_wait: it must not spin. */
+static void test_fork_then_dropped_request_no_spin(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	pid_t child;
+	uint64_t c0, c1, r0;
+
+	(void)state;
+	cc.renew_ns = 100 * BH_MSEC;
+	cc.timeout_ns = 50 * BH_MSEC;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		pause(); /* a worker: holds the inherited fds */
+		_exit(0);
+	}
+	/* The store stalls past the timeout: renewals in flight are dropped;
+	 * it answers them afterwards, on sockets only the child still has. */
+	assert_int_equal(rh_do(&srv, "DEBUG SLEEP 0.3"), 0);
+	r0 = cstats(bh).renewals;
+	while (cstats(bh).renewals < r0 + 2)
+		usleep(10000);
+	c0 = cpu_ns();
+	usleep(500 * 1000);
+	c1 = cpu_ns();
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	printf("cpu over 500 ms: %llu ms, renewals_failed %llu\n",
+	       (unsigned long long)((c1 - c0) / BH_MSEC),
+	       (unsigned long long)cstats(bh).renewals_failed);
+	assert_true(cstats(bh).renewals_failed >= 1);
+	assert_true(c1 - c0 < 100 * BH_MSEC);
+	bh_destroy(bh);
+}
+
+/* A prefork parent keeps its cluster bulkhead and forks. The child's copy
+ * is closed at the fork: it would admit on the parent's share (the store
+ * counts it once), and its bh_destroy (a cleanup path, an atexit handler)
+ * must neither stop the parent's renewals nor give the parent's lease back
+ * over the parent's connection. */
+static void test_fork_child_copy_closed(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	redisReply *h;
+	pid_t child;
+	uint64_t r0, end;
+	int st, recs = 0;
+
+	(void)state;
+	cc.renew_ns = 100 * BH_MSEC;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		int ok = bh_try_acquire(bh, 1) == -ESHUTDOWN &&
+			 bh_acquire(bh, 1, bh_now_ns() + 10 * BH_MSEC) == -ESHUTDOWN &&
+			 bh_cluster_set_global_limit(bh, 5) == -ESHUTDOWN;
+
+		alarm(2); /* a destroy that waits for the parent's thread hangs */
+		bh_destroy(bh);
+		_exit(ok ? 0 : 3);
+	}
+	assert_int_equal(waitpid(child, &st, 0), child);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	h = rh_cmd(&srv, "HGETALL {bh:%s}", name);
+	assert_non_null(h);
+	for (size_t i = 0; i < h->elements; i += 2)
+		recs += strncmp(h->element[i]->str, "i:", 2) == 0;
+	freeReplyObject(h);
+	assert_int_equal(recs, 1); /* the parent's record is still there */
+	assert_int_equal(bh_try_acquire(bh, 3), 0);
+	assert_int_equal(bh_release(bh, 3), 0);
+	r0 = cstats(bh).renewals;
+	end = bh_now_ns() + LEASE;
+	while (bh_now_ns() < end && cstats(bh).renewals < r0 + 2)
+		usleep(10000);
+	assert_true(cstats(bh).renewals >= r0 + 2); /* the parent still renews */
+	bh_destroy(bh);
+}
+
+struct stepper {
+	bulkhead_t *bh;
+	uint64_t until;
+};
+
+static void *step_long(void *arg)
+{
+	struct stepper *st = arg;
+
+	bh_cluster_step(st->bh, st->until);
+	return NULL;
+}
+
+/* bh_cluster_step waits for events (up to deadline_ns) without the layer's
+ * lock: an adaptive controller moving the share's cap takes that lock from
+ * the sampling thread (bh_release with BH_TRACK_HOLD, bh_adaptive_sample),
+ * which must not block for the step's whole wait. */
+static void test_step_waits_without_lock(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 10);
+	struct bh_adaptive_config ac = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 1,
+					 .max_limit = 10, .sources = BH_ADAPTIVE_SRC_MANUAL,
+					 .window_ns = BH_MSEC };
+	struct stepper st;
+	pthread_t t;
+	bulkhead_t *bh;
+	bh_adaptive_t *a;
+	uint64_t worst = 0, end;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(bh_adaptive_attach(bh, &ac, &a), 0);
+	st.bh = bh;
+	st.until = bh_now_ns() + 400 * BH_MSEC;
+	assert_int_equal(pthread_create(&t, NULL, step_long, &st), 0);
+	usleep(20000);
+	end = bh_now_ns() + 300 * BH_MSEC;
+	while (bh_now_ns() < end) {
+		uint64_t t0 = bh_now_ns();
+
+		bh_adaptive_sample(a, 2 * BH_MSEC, BH_DROPPED);
+		if (bh_now_ns() - t0 > worst)
+			worst = bh_now_ns() - t0;
+		usleep(200);
+	}
+	pthread_join(t, NULL);
+	printf("longest bh_adaptive_sample: %llu ms\n", (unsigned long long)(worst / BH_MSEC));
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+	assert_true(worst < 50 * BH_MSEC);
+}
+
 /* ---- the store's side ------------------------------------------------------------- */
 
 static void test_noscript_reloads(void **state)
@@ -918,6 +1117,7 @@ int main(void)
 		cmocka_unit_test(test_learning_period_on_a_new_store),
 		cmocka_unit_test(test_share_zero_then_destroy_gives_back),
 		cmocka_unit_test(test_open_rejects_bad_config),
+		cmocka_unit_test(test_margin_overflow_refused),
 		cmocka_unit_test(test_open_unreachable),
 		cmocka_unit_test(test_open_times_out),
 		cmocka_unit_test(test_open_over_tcp),
@@ -933,6 +1133,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_fallback_and_rejoin, cont_teardown),
 		cmocka_unit_test_teardown(test_fallback_zero_admits_nothing, cont_teardown),
 		cmocka_unit_test(test_store_restart_empty_learns),
+		cmocka_unit_test(test_idle_connection_closed_no_fallback),
+		cmocka_unit_test(test_fork_then_dropped_request_no_spin),
+		cmocka_unit_test(test_fork_child_copy_closed),
+		cmocka_unit_test(test_step_waits_without_lock),
 		cmocka_unit_test(test_noscript_reloads),
 		cmocka_unit_test(test_expiry_on_store_clock),
 		cmocka_unit_test(test_set_global_limit),

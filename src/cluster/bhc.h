@@ -17,6 +17,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "bulkhead/cluster.h"
 #include "core/layer.h"
@@ -59,9 +61,19 @@ struct bhc {
 	int epfd, tfd, evfd, sock;
 	pthread_t thread;
 	bool has_thread;
+	pid_t pid;              /* the process that opened it: a fork child's copy
+	                           must neither stop its thread nor give back its lease */
+	struct bhc *live_next;  /* the process's open cluster bulkheads (cluster.c) */
 
 	_Atomic uint64_t st[S_NSTATS];
 };
+
+/* A fork child's copy of a handle: the lease, the thread and the connection
+ * are the parent's. */
+static inline bool bhc_inherited(const struct bhc *c)
+{
+	return c->pid != getpid();
+}
 
 /* ---- statistics (relaxed: each is read on its own) ------------------------ */
 

@@ -56,12 +56,72 @@ static void free_cluster(struct bhc *c)
 	free(c);
 }
 
+/* ---- fork ------------------------------------------------------------------- */
+
+/* The process's open cluster bulkheads, so that a fork child can close its
+ * copies at once: they would admit on the parent's share until its lease
+ * ran out, doubling what the store granted. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct bhc *live;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&live_mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&live_mu);
+}
+
+static void fork_child(void)
+{
+	for (struct bhc *c = live; c; c = c->live_next)
+		bhi_close_inherited(c->bh);
+	live = NULL; /* the child's own opens start a list of their own */
+	pthread_mutex_unlock(&live_mu);
+}
+
+static void atfork_register(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void live_add(struct bhc *c)
+{
+	pthread_once(&atfork_once, atfork_register);
+	pthread_mutex_lock(&live_mu);
+	c->live_next = live;
+	live = c;
+	pthread_mutex_unlock(&live_mu);
+}
+
+static void live_del(struct bhc *c)
+{
+	pthread_mutex_lock(&live_mu);
+	for (struct bhc **p = &live; *p; p = &(*p)->live_next)
+		if (*p == c) {
+			*p = c->live_next;
+			break;
+		}
+	pthread_mutex_unlock(&live_mu);
+}
+
 /* bh_destroy on a cluster bulkhead: stop renewing, give the share back. */
 static void layer_destroy(struct bhi_layer *l)
 {
 	struct bhc *c = (struct bhc *)l;
 	int saved = errno;
 
+	if (bhc_inherited(c)) {
+		/* A fork child's copy: the thread, the connection and the lease
+		 * are the parent's. Free our memory and our copies of the fds. */
+		free_cluster(c);
+		errno = saved;
+		return;
+	}
+	live_del(c);
 	if (c->has_thread) {
 		uint64_t one = 1;
 
@@ -117,7 +177,8 @@ static int configure(struct bhc *c, const struct bh_cluster_config *cc,
 	c->timeout = cc->timeout_ns ? cc->timeout_ns : (c->renew < BH_SEC ? c->renew : BH_SEC);
 	c->coarse_slack = 2 * bhi_coarse_res_ns();
 	/* An answer that comes in time must leave some lease to use. */
-	if (c->margin + c->coarse_slack >= c->lease || c->renew >= c->lease - c->margin ||
+	if (c->coarse_slack >= c->lease || c->margin >= c->lease - c->coarse_slack ||
+	    c->renew >= c->lease - c->margin ||
 	    c->timeout >= c->lease - c->margin)
 		return -EINVAL;
 	c->sample_every = c->renew / 4 > BH_MSEC ? c->renew / 4 : BH_MSEC;
@@ -147,6 +208,7 @@ static struct bhc *alloc_cluster(void)
 	c->layer.adapt_set = layer_adapt_set;
 	c->layer.adapt_limit = layer_adapt_limit;
 	random_id(c->id);
+	c->pid = getpid();
 	return c;
 }
 
@@ -198,6 +260,7 @@ static int open_cluster(const struct bh_cluster_config *cc, const struct bh_conf
 	pthread_mutex_lock(&c->drive);
 	bhc_watch(c);
 	pthread_mutex_unlock(&c->drive);
+	live_add(c);
 	*out = c->bh;
 	return 0;
 fail:
@@ -305,6 +368,8 @@ int bh_cluster_set_global_limit(bulkhead_t *bh, uint32_t global_limit)
 
 	if (!c || global_limit == 0 || global_limit > BH_LIMIT_MAX)
 		return -EINVAL;
+	if (bhc_inherited(c))
+		return -ESHUTDOWN;
 	/* Its own connection: the driver's may be mid-request. */
 	r = bhc_redis_new(&c->ep, c->name, &s);
 	if (r == 0 && (r = s->ops->start(s, &rq)) == 0)

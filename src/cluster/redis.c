@@ -56,6 +56,7 @@ struct rstore {
 	struct bhc_request rq;
 	struct bhc_grant grant;
 	bool have_rq;
+	bool reused;       /* the request went out on a connection made before it */
 };
 
 static struct rstore *rs_of(struct bhc_store *s)
@@ -76,19 +77,27 @@ static int put_cmd(struct rstore *r, int argc, const char **argv)
 	n = redisFormatCommandArgv(&cmd, argc, argv, lens);
 	if (n < 0)
 		return -ENOMEM;
+	/* An AUTH command holds the password: no copy is freed uncleared. */
 	if (r->out_len + (size_t)n > r->out_cap) {
 		size_t cap = (r->out_len + (size_t)n) * 2;
-		char *p = realloc(r->out, cap);
+		char *p = malloc(cap);
 
 		if (!p) {
+			explicit_bzero(cmd, (size_t)n);
 			redisFreeCommand(cmd);
 			return -ENOMEM;
+		}
+		if (r->out) {
+			memcpy(p, r->out, r->out_len);
+			explicit_bzero(r->out, r->out_cap);
+			free(r->out);
 		}
 		r->out = p;
 		r->out_cap = cap;
 	}
 	memcpy(r->out + r->out_len, cmd, (size_t)n);
 	r->out_len += (size_t)n;
+	explicit_bzero(cmd, (size_t)n);
 	redisFreeCommand(cmd);
 	r->due++;
 	atomic_fetch_add_explicit(&r->base.commands, 1, memory_order_relaxed);
@@ -521,6 +530,15 @@ static int step_exchange(struct rstore *r, struct bhc_grant *g)
 		rc = read_replies(r);
 	if (rc == -EINPROGRESS)
 		return rc;
+	/* A connection that sat idle may have been closed by the server (its
+	 * idle timeout, a restart, a proxy): that says nothing about the
+	 * store. Reconnect and send the request again, once (every operation
+	 * is idempotent: a renewal replaces the record). */
+	if ((rc == -EPIPE || rc == -ECONNRESET) && r->st == RS_CALL && r->reused) {
+		r->reused = false;
+		close_conn(r);
+		return NEXT;
+	}
 	if (rc < 0)
 		return fail(r, rc);
 	if (r->err == -ENOEXEC && r->st == RS_CALL && !r->reloading) {
@@ -577,6 +595,7 @@ static int start(struct bhc_store *s, const struct bhc_request *rq)
 		return -EBUSY;
 	r->rq = *rq;
 	r->have_rq = true;
+	r->reused = r->st == RS_READY;
 	return 0;
 }
 
@@ -610,6 +629,8 @@ static void store_free(struct bhc_store *s)
 		return;
 	close_conn(r);
 	bhc_endpoint_wipe(&r->ep);
+	if (r->out)
+		explicit_bzero(r->out, r->out_cap);
 	free(r->out);
 	free(r);
 }

@@ -281,8 +281,12 @@ void bhc_watch(struct bhc *c)
 {
 	short ev;
 	int fd = c->store->ops->fd(c->store, &ev);
+	/* One-shot, re-armed here after every drive: a socket the store closed
+	 * while a forked child still holds it stays in the epoll set (epoll(7),
+	 * Q6), where it could no longer be removed by its number; one-shot, it
+	 * wakes us once at most instead of on every epoll_wait. */
 	struct epoll_event e = { .events = (ev & POLLIN ? EPOLLIN : 0u) |
-					   (ev & POLLOUT ? EPOLLOUT : 0u),
+					   (ev & POLLOUT ? EPOLLOUT : 0u) | EPOLLONESHOT,
 				 .data.fd = fd };
 	uint64_t t = bhc_real(next_wake(c));
 	struct itimerspec its = { .it_value = { .tv_sec = (time_t)(t / BH_SEC),
@@ -412,6 +416,8 @@ int bh_cluster_step(bulkhead_t *bh, uint64_t deadline_ns)
 
 	if (!c || !(c->flags & BH_CLUSTER_MANUAL))
 		return -EINVAL;
+	if (bhc_inherited(c))
+		return -ESHUTDOWN; /* the parent's connection and lease */
 	pthread_mutex_lock(&c->drive);
 	drive(c);
 	for (;;) {
@@ -422,8 +428,12 @@ int bh_cluster_step(bulkhead_t *bh, uint64_t deadline_ns)
 			break;
 		if (until > deadline_ns)
 			until = deadline_ns;
+		/* Wait without the lock: the adaptive controller (from a
+		 * releasing thread) and bh_cluster_set_global_limit take it. */
+		pthread_mutex_unlock(&c->drive);
 		epoll_wait(c->epfd, ev, 4,
 			   until > now ? (int)((until - now + BH_MSEC - 1) / BH_MSEC) : 0);
+		pthread_mutex_lock(&c->drive);
 		drive(c);
 	}
 	pthread_mutex_unlock(&c->drive);
@@ -435,5 +445,7 @@ int bh_cluster_fd(const bulkhead_t *bh)
 {
 	struct bhc *c = bh ? bhc_of(bh) : NULL;
 
-	return c && (c->flags & BH_CLUSTER_MANUAL) ? c->epfd : -EINVAL;
+	if (!c || !(c->flags & BH_CLUSTER_MANUAL))
+		return -EINVAL;
+	return bhc_inherited(c) ? -ESHUTDOWN : c->epfd;
 }

@@ -64,6 +64,11 @@ struct bhi_layer *bhi_layer_of(const bulkhead_t *bh);
 #define BHI_GATE_OPEN UINT64_MAX
 void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns);
 
+/* In a fork child, for a handle whose layer belongs to the parent: shut
+ * the gate and close the bulkhead (every admission then fails with
+ * -ESHUTDOWN), taking no lock. Only from a pthread_atfork child handler. */
+void bhi_close_inherited(bulkhead_t *bh);
+
 /* CLOCK_MONOTONIC_COARSE in ns: never ahead of CLOCK_MONOTONIC, behind it
  * by about one tick, bhi_coarse_res_ns() (a layer allows for two). */
 uint64_t bhi_coarse_ns(void);

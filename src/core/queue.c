@@ -592,6 +592,15 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 	return 0;
 }
 
+/* For a fork child's atfork handler: no other thread came along, and the
+ * lock may be held by one that did not, so no lock; nobody is woken (the
+ * queued waiters are the parent's). */
+void bhi_close_inherited(bulkhead_t *bh)
+{
+	atomic_store_explicit(&bh->gate_ns, 0, memory_order_relaxed);
+	atomic_fetch_or_explicit(&bh->word, W_CLOSED, memory_order_relaxed);
+}
+
 void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns)
 {
 	struct wake_batch wb;
