@@ -3,6 +3,8 @@
  * forked processes in a private BH_SHM_DIR. */
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "bulkhead/metrics.h"
 #include "shmutil.h"
@@ -109,6 +111,14 @@ static void test_cfg_must_match(void **state)
 	cfg.queue_capacity = BH_SHM_QUEUE_MAX - 1;
 	assert_int_equal(bh_shm_open(name, &cfg, 0, &b2), -EINVAL);
 	shm_done(bh, name);
+
+	/* a cfg whose name is not name is refused before anything is
+	 * created: a failed call leaves no segment behind */
+	name = uniq("match-name");
+	cfg.name = "not-it";
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE, &b2), -EINVAL);
+	assert_int_equal(bh_shm_unlink(name), -ENOENT);
+	assert_int_equal(shm_files(), 0);
 }
 
 /* ---- files ------------------------------------------------------------------ */
@@ -362,6 +372,19 @@ static void test_foreign_files_refused(void **state)
 	assert_int_equal(symlink(target, path), 0);
 	expect_refused(name, -EPROTO);
 	unlink(target);
+	/* a socket: open(2) says ENXIO, but it is no segment either */
+	{
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		name = uniq("sock");
+		path_for(name, path, sizeof(path));
+		assert_true(strlen(path) < sizeof(sa.sun_path));
+		memcpy(sa.sun_path, path, strlen(path) + 1);
+		assert_int_equal(bind(sfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		expect_refused(name, -EPROTO);
+		close(sfd);
+	}
 	free(img);
 	assert_int_equal(shm_files(), 0);
 }

@@ -1172,6 +1172,102 @@ static void test_agent_delivers_to_reused_node(void **state)
 	shm_done(bh, name);
 }
 
+/* As above, but the queue node of the cancelled x is taken by another
+ * process's async acquire, which is granted: the paused agent of the
+ * process that cancelled x must leave that grant alone (it is not its
+ * node, and it has no caller for it). */
+static _Atomic int steal_result = 99;
+
+static void record_steal(struct bh_async *node, int result)
+{
+	(void)node;
+	atomic_store(&steal_result, result);
+}
+
+static int steal_thief(void *arg, int out, int in)
+{
+	struct bh_async x;
+	bulkhead_t *bh;
+	int up[2], down[2];
+	char c = 0;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || pipe(up) != 0 || pipe(down) != 0)
+		return 1;
+	if (bh_try_acquire(bh, 1) != 0)
+		return 2;
+	bhs_pause_at(BP_AGENT_SEEN, 1, up[1], down[0]);
+	if (bh_acquire_async(bh, &x, 1, record_steal, NULL) != 1)
+		return 3;
+	if (read(up[0], &c, 1) != 1 || c != BP_AGENT_SEEN)
+		return 4; /* our agent has seen x, not yet its state */
+	if (bh_cancel_async(bh, &x) != 1)
+		return 5;
+	say(out, (int)(uintptr_t)x.link.next);
+	if (hear(in) != 1) /* the other process queued on x's node */
+		return 6;
+	if (bh_release(bh, 1) != 0) /* granted to the other process's node */
+		return 7;
+	if (write(down[1], "", 1) != 1) /* our agent goes on */
+		return 8;
+	usleep(300 * 1000);
+	if (atomic_load(&steal_result) != 99)
+		return 9; /* the cancelled x was called back */
+	bh_destroy(bh);
+	return 0;
+}
+
+static int steal_victim(void *arg, int out, int in)
+{
+	struct bh_async z;
+	bulkhead_t *bh;
+	int up[2], down[2];
+	char c = 0;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || pipe(up) != 0 || pipe(down) != 0)
+		return 1;
+	bhs_pause_at(BP_AGENT_SEEN, 1, up[1], down[0]);
+	if (hear(in) != 1)
+		return 2;
+	if (bh_acquire_async(bh, &z, 1, record_steal, NULL) != 1)
+		return 3;
+	if (read(up[0], &c, 1) != 1 || c != BP_AGENT_SEEN)
+		return 4;
+	say(out, (int)(uintptr_t)z.link.next);
+	if (hear(in) != 2)
+		return 5;
+	if (write(down[1], "", 1) != 1)
+		return 6;
+	for (int i = 0; i < 3000 && atomic_load(&steal_result) == 99; i++)
+		usleep(1000);
+	if (atomic_load(&steal_result) != 0)
+		return 7; /* our grant was never delivered */
+	if (bh_release(bh, 1) != 0)
+		return 8;
+	bh_destroy(bh);
+	return 0;
+}
+
+static void test_agent_leaves_other_process_node(void **state)
+{
+	const char *name = uniq("steal");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct child a = spawn(steal_thief, (void *)name);
+	struct child b = spawn(steal_victim, (void *)name);
+	int xq, zq;
+
+	(void)state;
+	xq = hear(a.rd);
+	say(b.wr, 1);
+	zq = hear(b.rd);
+	assert_int_equal(xq, zq); /* the same queue node, or nothing is tested */
+	say(a.wr, 1);
+	assert_int_equal(reap(&a), 0);
+	say(b.wr, 2);
+	assert_int_equal(reap(&b), 0);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
 static void test_stopped_process_keeps_permits(void **state)
 {
 	const char *name = uniq("stopped");
@@ -1216,6 +1312,7 @@ int main(void)
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_agent_delivers_to_reused_node),
+		cmocka_unit_test(test_agent_leaves_other_process_node),
 		cmocka_unit_test(test_stopped_process_keeps_permits),
 	};
 

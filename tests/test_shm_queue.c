@@ -382,6 +382,29 @@ static void test_async_closed_and_shrunk(void **state)
 	shm_done(bh, name);
 }
 
+/* bh_close fails every async waiter; a bh_destroy right after it (what
+ * bh_destroy(3) prescribes) must not drop those callbacks: the agent
+ * delivers what it was told before it stops. */
+static void test_close_then_destroy_delivers(void **state)
+{
+	struct async_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 99, 0, 0 };
+	struct bh_async nodes[8];
+
+	(void)state;
+	for (int round = 0; round < 20; round++) {
+		const char *name = uniq("close-destroy");
+		bulkhead_t *bh = shm_make(name, 1, 16, 0);
+
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		for (int i = 0; i < 8; i++)
+			assert_int_equal(bh_acquire_async(bh, &nodes[i], 1, async_cb, &seen), 1);
+		assert_int_equal(bh_close(bh), 0);
+		shm_done(bh, name);
+		assert_int_equal(seen.runs, 8 * (round + 1));
+		assert_int_equal(seen.result, -ESHUTDOWN);
+	}
+}
+
 /* ---- cancellation ---------------------------------------------------------- */
 
 static void *cancellable_waiter(void *arg)
@@ -579,6 +602,7 @@ int main(void)
 		cmocka_unit_test(test_shrink_across_processes),
 		cmocka_unit_test(test_async_granted_by_other_process),
 		cmocka_unit_test(test_async_closed_and_shrunk),
+		cmocka_unit_test(test_close_then_destroy_delivers),
 		cmocka_unit_test(test_pthread_cancel_waiter),
 		cmocka_unit_test(test_timeout_racing_grant_keeps_permit),
 		cmocka_unit_test(test_timeout_leaves_queue),

@@ -70,11 +70,17 @@ static void deliver(struct bhs_att *a, uint32_t i, uint32_t st)
 
 	if (!s)
 		return;
-	if (shared)
-		bhs_lock(a);
-	ok = bhs_claim_on(a, s, qi, st, QS_DELIVERING, shared);
-	if (shared)
-		bhs_unlock(a);
+	/* Under the lock, and only while anode[i] is set: the caller's look
+	 * at anode[i] came before its look at the state, and in between the
+	 * node may have been cancelled, freed and taken by another process
+	 * (or by a blocking waiter of ours), whose grant is not ours to
+	 * claim. anode[i] is set only under the lock (queue_async) and is
+	 * cleared before every free of the node (bhs_cancel_async, below),
+	 * so set under the lock means the node is an async node of ours. */
+	bhs_lock(a);
+	ok = atomic_load_explicit(&a->anode[i], memory_order_relaxed) != NULL &&
+	     bhs_claim_on(a, s, qi, st, QS_DELIVERING, true);
+	bhs_unlock(a);
 	if (!ok)
 		return;
 	/* Whose state this is, read only now: the caller's look at anode[i]
@@ -133,6 +139,12 @@ static void *agent_main(void *arg)
 		if (!atomic_load_explicit(&a->agent_stop, memory_order_acquire))
 			agent_wait(&p->agent, v, a->poll_ns);
 	}
+	/* Stopped (the last handle's bh_destroy): deliver what was decided
+	 * before the stop, such as bh_close's failures, which bh_destroy(3)
+	 * tells the caller to make just before it; a grant delivered here is
+	 * held until the detach gives it back, as any permit still held.
+	 * acquire (agent_stop, above): the states stored before the stop. */
+	deliver_all(a);
 	return NULL;
 }
 

@@ -38,13 +38,14 @@ static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 /* ---- attaching --------------------------------------------------------------------------- */
 
 /* Open an existing segment: refuse anything that is not a regular file
- * (O_NONBLOCK: a FIFO planted at the name does not block us). */
+ * (O_NONBLOCK: a FIFO planted at the name does not block us; a socket, or
+ * a device file without its device, fails the open with ENXIO). */
 static int open_existing(const char *path)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
 	if (fd < 0)
-		return errno == ELOOP || errno == EISDIR ? -EPROTO : -errno;
+		return errno == ELOOP || errno == EISDIR || errno == ENXIO ? -EPROTO : -errno;
 	return fd;
 }
 
@@ -349,6 +350,9 @@ static int check_open_args(const char *name, const struct bh_config *cfg, unsign
 		return -EINVAL;
 	if (cfg && (cfg->max_concurrent == 0 || cfg->max_concurrent > BH_LIMIT_MAX ||
 		    (cfg->flags & ~BHS_CFG_FLAGS)))
+		return -EINVAL;
+	/* before anything is created: attach() would refuse it after */
+	if (cfg && cfg->name && strcmp(cfg->name, name) != 0)
 		return -EINVAL;
 	return 0;
 }
