@@ -138,8 +138,10 @@ std::uint64_t add_ns(std::uint64_t now_ns, const std::chrono::duration<Rep, Peri
 	using namespace std::chrono;
 	if (!(d > duration<Rep, Period>::zero()))
 		return now_ns;
-	// Compare in floating point first: d may not fit in nanoseconds.
-	if (duration<long double, std::nano>(d).count() >= static_cast<long double>(BH_FOREVER - now_ns))
+	// Compare in floating point first: d may not fit in nanoseconds (from
+	// 2^63 ns, 292 years, ceil<nanoseconds> would overflow).
+	long double ns_ld = duration<long double, std::nano>(d).count();
+	if (ns_ld >= static_cast<long double>(BH_FOREVER - now_ns) || ns_ld >= 0x1p63L)
 		return BH_FOREVER;
 	std::uint64_t ns = static_cast<std::uint64_t>(ceil<nanoseconds>(d).count());
 	return ns >= BH_FOREVER - now_ns ? BH_FOREVER : now_ns + ns;
@@ -159,8 +161,18 @@ inline std::uint64_t deadline_ns(const clock::time_point &t) noexcept
 template <class Clock, class Dur>
 std::uint64_t deadline_ns(const std::chrono::time_point<Clock, Dur> &t) noexcept
 {
+	using namespace std::chrono;
+	using common = std::common_type_t<Dur, typename Clock::duration>;
 	auto now = Clock::now();
 	std::uint64_t bh_now = bh_now_ns();
+	// t and now meet in the finer of their durations, where a coarse t may
+	// not fit (sys_seconds::max() in nanoseconds): past its range, t is no
+	// deadline at all, or long past.
+	using ld_ns = duration<long double, std::nano>;
+	if (ld_ns(t.time_since_epoch()) > ld_ns(common::max()))
+		return BH_FOREVER;
+	if (ld_ns(t.time_since_epoch()) < ld_ns(common::min()))
+		return bh_now;
 	if (t <= now)
 		return bh_now;
 	return add_ns(bh_now, t - now);
@@ -649,8 +661,21 @@ private:
 		static_assert(std::is_base_of_v<task, T>, "a bh::pool runs bh::task objects");
 		if (!t || !p_)
 			return std::make_error_code(std::errc::invalid_argument);
+		// A pthread_cancel of the wait unwinds out of bh_pool_call with the
+		// task given up as on a timeout: the pool's then, and done_cb
+		// deletes it, so t must let go of it on the way out too.
+		struct give_up {
+			std::unique_ptr<T> &t;
+			bool armed;
+			~give_up()
+			{
+				if (armed)
+					(void)t.release();
+			}
+		} on_cancel{ t, true };
 		task *raw = t.get();
 		int r = bh_pool_call(p_, &raw->node_, deadline_ns);
+		on_cancel.armed = false;
 		if (r == -ETIMEDOUT)
 			(void)t.release(); // the pool's: done_cb deletes it, maybe already
 		return to_error_code(r);

@@ -1029,6 +1029,18 @@ static void prometheus_export(void **state)
 	assert_int_equal(bh_adaptive_metrics_prometheus(&a, 1, NULL, 10), -EINVAL);
 	bh_adaptive_detach(a);
 	bh_destroy(bh);
+	/* a name that is not UTF-8 (a byte cut from a character, a stray byte)
+	 * is exported with U+FFFD for each bad byte: one odd name must not make
+	 * a scraper refuse the whole text */
+	bc.name = "p\xd1\xff\xc3\xa9";
+	assert_int_equal(bh_create(&bc, &bh), 0);
+	a = attach(bh, NULL);
+	n = bh_adaptive_metrics_prometheus(&a, 1, buf, sizeof(buf));
+	assert_true(n > 0 && (size_t)n < sizeof(buf));
+	assert_non_null(strstr(buf, "bulkhead_adaptive_limit{name=\"p\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9\"} "));
+	assert_null(strstr(buf, "\xff"));
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
 }
 
 /* ---- probes that cannot drain, ceilings, roles ------------------------------------ */

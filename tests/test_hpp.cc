@@ -6,6 +6,8 @@
 // TSan, and runs each build.
 #include <bulkhead.hpp>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -279,6 +281,17 @@ static void test_deadline_conversion()
 	now = bh_now_ns();
 	d = deadline_ns(std::chrono::steady_clock::now() - 1h);
 	CHECK(d >= now && d < now + 100 * ms);
+	// A coarse time point past what nanoseconds hold (sys_seconds::max(),
+	// a "never") is no deadline, not one long past; its min() is past.
+	using sys_seconds = std::chrono::time_point<std::chrono::system_clock, std::chrono::seconds>;
+	CHECK(deadline_ns(sys_seconds::max()) == BH_FOREVER);
+	now = bh_now_ns();
+	d = deadline_ns(sys_seconds::min());
+	CHECK(d >= now && d < now + 100 * ms);
+	// A duration past nanoseconds' range (300 years): no deadline, and no
+	// overflow on the way (UBSan).
+	CHECK(deadline_ns_after(std::chrono::hours(24 * 365 * 300)) == BH_FOREVER);
+	CHECK(bh::detail::add_ns(1000, std::chrono::duration<double>(1e10)) == BH_FOREVER);
 }
 
 // ---- across threads -----------------------------------------------------
@@ -462,6 +475,52 @@ static void test_pool_tasks()
 	CHECK(ran.load() == 4 && reported.load() == 3);
 }
 
+// A caller cancelled while it waits in call(): the cancel gives the task up
+// as a timeout does, so the pool reports it and deletes it; the caller's
+// std::unique_ptr, destroyed by the unwinding, must not delete it as well.
+struct cancelled_call {
+	bh::pool *pool;
+	std::atomic<int> *ran, *reported;
+	std::error_code *status;
+	std::mutex *gate;
+	std::atomic<bool> returned{ false };
+};
+
+static void *call_until_cancelled(void *arg)
+{
+	auto *c = static_cast<cancelled_call *>(arg);
+	auto t = std::make_unique<counted_task>(c->ran, c->reported, c->status, c->gate);
+	(void)c->pool->call(t); // waits on the gate: cancelled there
+	c->returned = true;
+	return nullptr;
+}
+
+static void test_pool_call_cancelled()
+{
+	std::atomic<int> ran{ 0 }, reported{ 0 };
+	std::error_code status;
+	std::mutex gate;
+	{
+		bh::pool pool = make_pool(1, 0);
+		cancelled_call c{ &pool, &ran, &reported, &status, &gate };
+		pthread_t th;
+		void *res = nullptr;
+
+		gate.lock();
+		CHECK(pthread_create(&th, nullptr, call_until_cancelled, &c) == 0);
+		std::this_thread::sleep_for(20ms); // into the wait (a cancel before it waits for it)
+		CHECK(pthread_cancel(th) == 0);
+		CHECK(pthread_join(th, &res) == 0);
+		CHECK(res == PTHREAD_CANCELED && !c.returned);
+		gate.unlock();
+		wait_for(reported, 1);
+		CHECK(status == bh::errc::timed_out || status == bh::errc::cancelled);
+		settle(tasks_alive, 0);
+	}
+	CHECK(tasks_alive.load() == 0);
+	CHECK(reported.load() == 1);
+}
+
 // A permit moved into a task is given back when the pool is done with it.
 static void test_permit_into_task()
 {
@@ -584,6 +643,7 @@ int main()
 	test_moved_to_another_thread();
 	test_threads_hammer();
 	test_pool_tasks();
+	test_pool_call_cancelled();
 	test_permit_into_task();
 #ifdef BH_HPP_URING
 	test_uring();

@@ -635,6 +635,56 @@ static void test_pool_export(void **state)
 	bh_destroy(bh);
 }
 
+/* Names that are not UTF-8 (a stray byte, a sequence cut short) must not
+ * make the whole text unreadable: label values and JSON strings are UTF-8,
+ * with U+FFFD for what is not. A pool name cut to its 15 bytes is cut
+ * between characters. */
+static bool valid_utf8(const unsigned char *s)
+{
+	while (*s) {
+		int n = *s < 0x80 ? 1 : *s >= 0xc2 && *s < 0xe0 ? 2 : *s >= 0xe0 && *s < 0xf0 ? 3
+			: *s >= 0xf0 && *s < 0xf5 ? 4 : 0;
+
+		if (n == 0)
+			return false;
+		for (int i = 1; i < n; i++)
+			if ((s[i] & 0xc0) != 0x80)
+				return false;
+		s += n;
+	}
+	return true;
+}
+
+static void test_export_utf8(void **state)
+{
+	struct bh_config cfg = { .max_concurrent = 1, .name = "caf\xc3\xa9-\xff-\xe2\x82" };
+	struct bh_pool_config pc = { .name = "\xd0\xbf\xd0\xbb\xd0\xb0\xd1\x82\xd1\x91\xd0\xb6"
+					     "\xd0\xbd\xd1\x8b\xd0\xb9", /* 18 bytes */
+				     .max_threads = 1 };
+	static char text[128 * 1024];
+	bulkhead_t *bh;
+	bh_pool_t *pool;
+
+	(void)state;
+	assert_int_equal(bh_create(&cfg, &bh), 0);
+	assert_int_equal(bh_pool_create(&pc, &pool), 0);
+	assert_int_equal(strlen(bh_pool_name(pool)), 14); /* 7 whole characters */
+	assert_true(valid_utf8((const unsigned char *)bh_pool_name(pool)));
+	struct bh_metric_set set = { .bulkheads = &bh, .n_bulkheads = 1, .pools = &pool,
+				     .n_pools = 1 };
+	ssize_t len = bh_metrics_prometheus(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	assert_true(valid_utf8((const unsigned char *)text));
+	assert_non_null(strstr(text, "bulkhead_limit{name=\"caf\xc3\xa9-\xef\xbf\xbd-"
+				     "\xef\xbf\xbd\xef\xbf\xbd\"} 1\n"));
+	len = bh_metrics_json(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	assert_true(valid_utf8((const unsigned char *)text));
+	assert_non_null(strstr(text, "{\"name\":\"caf\xc3\xa9-\\ufffd-\\ufffd\\ufffd\","));
+	assert_int_equal(bh_pool_destroy(pool), 0);
+	bh_destroy(bh);
+}
+
 static void test_export_bad_input(void **state)
 {
 	char buf[16];
@@ -753,6 +803,7 @@ int main(void)
 		cmocka_unit_test(test_prometheus_bounds_exact),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_pool_export),
+		cmocka_unit_test(test_export_utf8),
 		cmocka_unit_test(test_export_bad_input),
 		cmocka_unit_test(test_counters_add_up),
 	};

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bha.h"
+#include "lib/utf8.h"
 
 struct out {
 	char *buf;
@@ -28,19 +29,25 @@ static void put(struct out *o, const char *fmt, ...)
 		o->pos += (size_t)n;
 }
 
-/* The name label, escaped as Prometheus wants (backslash, quote, newline). */
+/* The name label, escaped as Prometheus wants (backslash, quote, newline);
+ * a byte that is not UTF-8 becomes U+FFFD (lib/utf8.h says why). */
 static void put_name(struct out *o, const bh_adaptive_t *a)
 {
 	const char *s = a->name ? a->name : "adaptive";
 
 	put(o, "name=\"");
-	for (; *s; s++) {
+	while (*s) {
+		size_t n = bhi_utf8_len(s);
+
 		if (*s == '\\' || *s == '"')
 			put(o, "\\%c", *s);
 		else if (*s == '\n')
 			put(o, "\\n");
+		else if (n == 0)
+			put(o, BHI_UTF8_REPLACEMENT);
 		else
-			put(o, "%c", *s);
+			put(o, "%.*s", (int)n, s);
+		s += n ? n : 1;
 	}
 	put(o, "\"");
 }

@@ -5,5 +5,5 @@
 # layer (libbhcore here; the shm crash-test copy in src/shm/local.mk).
 BHLIB_SOURCES = src/lib/futex.c src/lib/futex.h src/lib/spin.c src/lib/spin.h \
 	src/lib/vdso.c src/lib/vdso.h
-src_libbhcore_la_SOURCES += src/lib/compiler.h src/lib/list.h \
+src_libbhcore_la_SOURCES += src/lib/compiler.h src/lib/list.h src/lib/utf8.h \
 	src/lib/sizing.h $(BHLIB_SOURCES)

@@ -8,6 +8,7 @@
 
 #include "bulkhead/metrics.h"
 #include "core/layer.h"
+#include "lib/utf8.h"
 
 /* Where text goes: a caller's buffer (counting what would not fit, like
  * snprintf) or a stream. */
@@ -42,32 +43,43 @@ static void put_char(struct out *o, char c)
 	put(o, "%c", c);
 }
 
-/* Prometheus label values escape backslash, double quote and newline. */
+/* Prometheus label values escape backslash, double quote and newline; a
+ * byte that is not UTF-8 becomes U+FFFD (lib/utf8.h says why). */
 static void put_label(struct out *o, const char *s)
 {
-	for (; *s; s++) {
+	while (*s) {
+		size_t n = bhi_utf8_len(s);
+
 		if (*s == '\\' || *s == '"')
 			put(o, "\\%c", *s);
 		else if (*s == '\n')
 			put(o, "\\n");
+		else if (n == 0)
+			put(o, BHI_UTF8_REPLACEMENT);
 		else
-			put_char(o, *s);
+			put(o, "%.*s", (int)n, s);
+		s += n ? n : 1;
 	}
 }
 
-/* JSON strings escape quote, backslash and every control character. */
+/* JSON strings escape quote, backslash and every control character; a
+ * byte that is not UTF-8 becomes U+FFFD. */
 static void put_json_string(struct out *o, const char *s)
 {
 	put_char(o, '"');
-	for (; *s; s++) {
+	while (*s) {
 		unsigned char c = (unsigned char)*s;
+		size_t n = bhi_utf8_len(s);
 
 		if (c == '"' || c == '\\')
 			put(o, "\\%c", c);
 		else if (c < 0x20)
 			put(o, "\\u%04x", c);
+		else if (n == 0)
+			put(o, "\\ufffd");
 		else
-			put_char(o, (char)c);
+			put(o, "%.*s", (int)n, s);
+		s += n ? n : 1;
 	}
 	put_char(o, '"');
 }

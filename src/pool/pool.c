@@ -209,8 +209,12 @@ static void set_name(struct bh_pool *p, const char *name)
 		name = "bhpool";
 		n = strlen(name);
 	}
-	if (n > sizeof(p->name) - 1)
+	if (n > sizeof(p->name) - 1) {
 		n = sizeof(p->name) - 1;
+		/* never half a UTF-8 character: the name goes into the exports */
+		while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80)
+			n--;
+	}
 	memcpy(p->name, name, n);
 	p->name[n] = '\0';
 }
