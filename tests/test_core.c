@@ -1,6 +1,9 @@
 /* The core limiter's rules, one test each. Races are played deterministically
  * through the fake wait hook (testutil.h); tests with real threads wait for
  * observable states (queued counts, joins), never for time to pass. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_timedjoin_np */
+#endif
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -1099,6 +1102,158 @@ static void test_cancel_after_grant_and_over_release(void **state)
 	bh_destroy(bh);
 }
 
+/* An async node's callback runs under the bulkhead's lock, on whatever
+ * thread grants it; bh_acquire_async(3) suggests writing an eventfd there,
+ * and write(2) is a cancellation point. A thread with a cancellation
+ * pending that releases (not a cancellation point) must not be cancelled
+ * inside the library holding the lock: every later slow path would hang. */
+static int cb_fd = -1;
+static void write_async(struct bh_async *node, int result)
+{
+	uint64_t one = 1;
+
+	async_result[(intptr_t)node->data] = result;
+	(void)!write(cb_fd, &one, sizeof(one)); /* a cancellation point */
+}
+
+struct release_arg {
+	bulkhead_t *bh;
+	_Atomic int stage; /* 1: bh_release returned */
+	int release;
+};
+
+static void *pending_release_main(void *p)
+{
+	struct release_arg *a = p;
+
+	pthread_cancel(pthread_self()); /* deferred: pending */
+	a->release = bh_release(a->bh, 1); /* grants the async node */
+	atomic_store(&a->stage, 1);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_callback_cancellation_point_under_lock(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 4, BH_FAIR);
+	struct release_arg a = { .bh = bh, .release = 99 };
+	struct bh_async node;
+	pthread_t t;
+	void *ret;
+	int fds[2];
+
+	(void)state;
+	memset(async_result, 0x7f, sizeof(async_result));
+	assert_int_equal(pipe(fds), 0);
+	cb_fd = fds[1];
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &node, 1, write_async, (void *)5), 1);
+	assert_int_equal(pthread_create(&t, NULL, pending_release_main, &a), 0);
+	pthread_join(t, &ret);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(async_result[5], 0);
+	/* bh_release returned, and nobody is left holding the lock */
+	assert_int_equal(atomic_load(&a.stage), 1);
+	assert_int_equal(a.release, 0);
+	assert_int_equal(pthread_mutex_trylock(&bh->lock), 0);
+	pthread_mutex_unlock(&bh->lock);
+	assert_int_equal(bh_close(bh), 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bh_destroy(bh);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* The same from a blocking waiter leaving the queue: its deadline passes,
+ * leave() grants the async node behind it, the callback's write acts on a
+ * cancellation that arrived meanwhile, and the cancellation handler (the
+ * waiter is still inside bh_acquire) takes the lock its own thread holds. */
+static int hook_timeout_cancel_grants_async(struct fake_sync *f, unsigned call)
+{
+	(void)call;
+	assert_int_equal(bh_acquire_async(f->bh, f->user, 1, write_async, (void *)6), 1);
+	assert_int_equal(bh_release(f->bh, 1), 0); /* 1 free: not enough for us (2) */
+	pthread_cancel(pthread_self()); /* arrives after the wait, before leave() */
+	return -ETIMEDOUT;
+}
+
+static void *leave_main(void *p)
+{
+	struct waiter_arg *a = p;
+
+	a->result = bh_acquire(a->bh, 2, 5000);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_leave_callback_cancel_no_self_deadlock(void **state)
+{
+	bulkhead_t *bh = make_bh(2, 4, BH_FAIR);
+	struct waiter_arg a = { .bh = bh, .result = 99 };
+	struct fake_sync f;
+	struct bh_async node;
+	struct timespec ts;
+	pthread_t t;
+	void *ret;
+	int fds[2];
+
+	(void)state;
+	memset(async_result, 0x7f, sizeof(async_result));
+	assert_int_equal(pipe(fds), 0);
+	cb_fd = fds[1];
+	fake_install(&f, bh, hook_timeout_cancel_grants_async);
+	f.user = &node;
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(pthread_create(&t, NULL, leave_main, &a), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	if (pthread_timedjoin_np(t, &ret, &ts) != 0)
+		fail_msg("the waiter deadlocked on its own lock");
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(a.result, -ETIMEDOUT);
+	assert_int_equal(async_result[6], 0);
+	struct bh_stats st = stats_of(bh);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.in_flight, 2);
+	bh_destroy(bh);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* BH_TRACK_HOLD: an async acquire that takes its permits at once starts
+ * the thread's hold, whether the fast path or the locked one took them. The
+ * clock read before the lock plays a release landing between the two. */
+static struct fake_sync *hold_fake;
+static int hold_release_armed;
+static uint64_t release_in_now(void *ctx)
+{
+	(void)ctx;
+	if (hold_release_armed) {
+		hold_release_armed = 0;
+		assert_int_equal(bh_release(hold_fake->bh, 1), 0);
+	}
+	return 1000;
+}
+
+static void test_async_slow_take_starts_hold(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 4, BH_TRACK_HOLD);
+	struct fake_sync f;
+	struct bh_async node;
+
+	(void)state;
+	fake_install(&f, bh, NULL);
+	f.ops.now = release_in_now;
+	hold_fake = &f;
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* hold 1 begins */
+	hold_release_armed = 1;                     /* its release lands in the slow path */
+	assert_int_equal(bh_acquire_async(bh, &node, 1, never_called, NULL), 0);
+	assert_int_equal(stats_of(bh).hold.count, 1); /* hold 1 ended */
+	assert_int_equal(bh_release(bh, 1), 0);        /* hold 2 ends */
+	assert_int_equal(stats_of(bh).hold.count, 2);
+	bh_destroy(bh);
+}
+
 /* ---- async ------------------------------------------------------------- */
 
 static void test_async_basics(void **state)
@@ -1312,6 +1467,9 @@ int main(void)
 		cmocka_unit_test(test_pending_cancel_only_when_waiting),
 		cmocka_unit_test(test_cancel_after_grant_passes_permits_on),
 		cmocka_unit_test(test_cancel_after_grant_and_over_release),
+		cmocka_unit_test(test_callback_cancellation_point_under_lock),
+		cmocka_unit_test(test_leave_callback_cancel_no_self_deadlock),
+		cmocka_unit_test(test_async_slow_take_starts_hold),
 		cmocka_unit_test(test_async_basics),
 		cmocka_unit_test(test_async_and_blocking_share_fifo),
 		cmocka_unit_test(test_counters_add_up_across_threads),

@@ -101,12 +101,20 @@ static void finish(struct bulkhead *bh, struct bh_qlink *l, int result, struct w
 		return;
 	}
 	struct bh_async *a = bhi_container_of(l, struct bh_async, link);
+	int cs;
 
 	l->kind = KIND_NONE; /* not queued any more: the callback may free it */
 	if (result == 0)
 		bhi_count_taken(bh, l->n);
 	bhi_record_wait(bh, l->enqueued_ns, result);
+	/* The callback runs under bh->lock, and what it usually does (write an
+	 * eventfd) is a cancellation point: acted on here, it would unwind
+	 * this thread with the lock held, or run a waiter's cleanup handler,
+	 * which takes the lock again. Calls that grant are no cancellation
+	 * points; a pending request waits for the next real one. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	a->fn(a, result);
+	pthread_setcancelstate(cs, NULL);
 }
 
 /* Remove l from the queue and from the word's count. When the head leaves,
@@ -501,9 +509,11 @@ int bhi_acquire_async_slow(struct bulkhead *bh, struct bh_async *node, uint32_t 
 	unlock(bh, &wb);
 	if (r != 1)
 		node->link.kind = KIND_NONE;
-	if (r == 0)
+	if (r == 0) {
 		bhi_count_taken(bh, n);
-	else if (r == -EBUSY)
+		if (bh->flags & BH_TRACK_HOLD) /* as the fast path's take does */
+			bhi_hold_begin(bh, n);
+	} else if (r == -EBUSY)
 		bhi_count(bh, BHI_REJECTED);
 	return r;
 }
@@ -593,12 +603,16 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 }
 
 /* For a fork child's atfork handler: no other thread came along, and the
- * lock may be held by one that did not, so no lock; nobody is woken (the
- * queued waiters are the parent's). */
+ * lock may be held by one that did not, so no lock. The queued waiters are
+ * the parent's threads: nobody is woken, and the word stops counting them,
+ * so that a release in the child takes the fast path, not that lock. */
 void bhi_close_inherited(bulkhead_t *bh)
 {
+	uint64_t w = load_word(bh);
+
 	atomic_store_explicit(&bh->gate_ns, 0, memory_order_relaxed);
-	atomic_fetch_or_explicit(&bh->word, W_CLOSED, memory_order_relaxed);
+	atomic_store_explicit(&bh->word, (w & ~(W_NQ_MASK | W_WOKEN | W_STARVING)) | W_CLOSED,
+			      memory_order_relaxed);
 }
 
 void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns)
