@@ -1681,41 +1681,65 @@ static void test_wake_poll_rearmed(void **state)
 	fix_free(f);
 }
 
-/* the wake-up poll ends while the SQ is full: the re-arm fails
- * silently, the caller submits and waits, and a grant then wakes nobody
- * (no other CQE is due). */
+/* op waits for the one permit of f->bh (held), the wake-up poll in flight;
+ * then the caller's own cancel-all ends the poll. */
+static void end_wake_poll(struct fix *f, struct bh_uring_op *op)
+{
+	struct io_uring_sqe *sqe;
+
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, op, f->bh, 1, record_grant), 1);
+	submit(f, 1);
+	sqe = io_uring_get_sqe(&f->ring);
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	sqe->user_data = 9;
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
+}
+
+/* nr reads of the caller's own on the idle pipe p, queued, unsubmitted. */
+static void queue_reads(struct fix *f, int p[2], char *b, int nr)
+{
+	for (int i = 0; i < nr; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+
+		io_uring_prep_read(sqe, p[0], &b[i], 1, 0);
+		sqe->user_data = 100 + (uint64_t)i;
+	}
+}
+
+/* The grant of op (f->bh's permit, released now) reaches the owner through
+ * a CQE after the caller's submit. */
+static void grant_wakes_owner(struct fix *f, struct bh_uring_op *op)
+{
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = { .tv_nsec = 300 * 1000 * 1000 };
+
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	assert_int_equal(io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts), 0);
+	reap_grants(f, 1);
+	assert_int_equal(bh_uring_cancel(f->t, op), 0);
+}
+
+/* The wake-up poll ends (a cancel of the caller's own, or CQ overflow)
+ * while the caller's SQEs fill the SQ: the reap cannot arm it again
+ * without an SQE, and the caller's submit that follows would go without
+ * it, so a grant would wake nobody. The reap submits the caller's SQEs
+ * first and arms the poll behind them. */
 static void test_wake_poll_rearm_with_full_sq(void **state)
 {
 	struct fix *f = fix_new(4, 0, 1, 4, 0);
 	struct bh_uring_op op = { 0 };
-	struct io_uring_sqe *sqe;
-	struct io_uring_cqe *cqe;
-	struct __kernel_timespec ts = { .tv_nsec = 300 * 1000 * 1000 };
 	int p[2];
 	char b[4];
 
 	(void)state;
 	make_pipe(p);
-	grants_reset();
-	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
-	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
-	submit(f, 1);
-	sqe = io_uring_get_sqe(&f->ring); /* the caller's own cancel-all ends the poll */
-	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
-	sqe->user_data = 9;
-	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
-	for (int i = 0; i < 4; i++) { /* the caller's batch fills the SQ */
-		sqe = io_uring_get_sqe(&f->ring);
-		io_uring_prep_read(sqe, p[0], &b[i], 1, 0);
-		sqe->user_data = 100 + i;
-	}
-	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* poll's end: re-arm fails */
-	io_uring_submit(&f->ring); /* "submit before waiting for CQEs" */
-	assert_int_equal(bh_release(f->bh, 1), 0); /* grants op */
-	/* the grant must reach the owner through a CQE */
-	assert_int_equal(io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts), 0);
-	reap_grants(f, 1);
-	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	end_wake_poll(f, &op);
+	queue_reads(f, p, b, 4); /* the caller's reads fill the SQ */
+	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
+	io_uring_submit(&f->ring);
+	grant_wakes_owner(f, &op);
 	fix_free(f);
 	close_pipe(p);
 }
@@ -1728,28 +1752,15 @@ static void test_wake_poll_rearm_waits_for_untracked_op(void **state)
 	struct fix *f = fix_new(4, 0, 1, 4, 0);
 	bulkhead_t *other = make_bh(1, 0, 0);
 	struct bh_uring_op op = { 0 }, armed = { 0 };
-	struct io_uring_sqe *sqe, *mine;
-	struct io_uring_cqe *cqe;
-	struct __kernel_timespec ts = { .tv_nsec = 300 * 1000 * 1000 };
+	struct io_uring_sqe *mine;
 	int p[2];
 	char b[4];
 
 	(void)state;
 	make_pipe(p);
-	grants_reset();
-	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
-	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
-	submit(f, 1);
-	sqe = io_uring_get_sqe(&f->ring); /* the caller's own cancel-all ends the poll */
-	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
-	sqe->user_data = 9;
-	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
+	end_wake_poll(f, &op);
 	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
-	for (int i = 0; i < 3; i++) { /* the caller's own SQEs fill the rest */
-		sqe = io_uring_get_sqe(&f->ring);
-		io_uring_prep_read(sqe, p[0], &b[i], 1, 0);
-		sqe->user_data = 100 + i;
-	}
+	queue_reads(f, p, b, 3); /* the caller's own SQEs fill the rest */
 	assert_int_equal(io_uring_sq_space_left(&f->ring), 0);
 	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
 	assert_int_equal(io_uring_sq_ready(&f->ring), 4);  /* nothing submitted */
@@ -1758,10 +1769,7 @@ static void test_wake_poll_rearm_waits_for_untracked_op(void **state)
 	io_uring_submit(&f->ring);
 	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 1); /* the NOP; arms the poll */
 	io_uring_submit(&f->ring);
-	assert_int_equal(bh_release(f->bh, 1), 0); /* grants op */
-	assert_int_equal(io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts), 0);
-	reap_grants(f, 1);
-	assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+	grant_wakes_owner(f, &op);
 	fix_free(f);
 	close_pipe(p);
 	assert_int_equal(in_flight(other), 0);
