@@ -22,7 +22,8 @@
  *
  * OWNERSHIP. bh_create allocates the bulkhead (the name is copied: cfg may
  * go once it returns); bh_destroy frees it, when nobody is queued on it and
- * no call is in flight (bh_close first fails every waiter). Permits are
+ * no other call on it is running (bh_close first fails every waiter;
+ * permits still held are simply forgotten). Permits are
  * counted, not owned: any thread may release what another acquired, and a
  * release of more than is held fails with -EOVERFLOW and changes nothing.
  * An async node (struct bh_async) is the caller's memory; the bulkhead
@@ -159,8 +160,8 @@ struct bh_stats {
 	                         * takes and the permits held, see bh_stats(3) */
 	struct bh_hist wait;        /* queued acquires: enqueue to grant */
 	struct bh_hist wait_failed; /* queued acquires: enqueue to timeout, close, cancel */
-	struct bh_hist hold;        /* a thread's first acquire to its last release
-	                             * (BH_TRACK_HOLD), and bh_record_hold */
+	struct bh_hist hold;        /* BH_TRACK_HOLD only: a thread's first acquire
+	                             * to its last release, and bh_record_hold */
 	/* Host-wide bulkheads (bulkhead/shm.h); 0 for a process-local one. */
 	uint64_t reclaimed; /* permits taken back from processes that died holding them */
 	uint64_t processes; /* processes attached now */
@@ -219,8 +220,9 @@ BH_API int bh_gauges(const bulkhead_t *bh, struct bh_gauges *out);
 BH_API const char *bh_name(const bulkhead_t *bh);
 
 /* Add a hold time measured by the caller (e.g. from submission to final
- * completion of an asynchronous operation) to stats.hold. bh must be valid
- * (a hot path). */
+ * completion of an asynchronous operation) to stats.hold, which only a
+ * BH_TRACK_HOLD bulkhead keeps (without it the time goes only to an
+ * attached adaptive controller). bh must be valid (a hot path). */
 BH_API void bh_record_hold(bulkhead_t *bh, uint64_t ns);
 
 /* Histograms. record and merge are not atomic (use them on private copies;
@@ -271,7 +273,9 @@ BH_API int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n,
 
 /* Take a queued node back. 1: it was still queued, its callback will never
  * run. 0: it was not queued (already granted or failed; the callback has
- * run, and if it got 0 the caller owns the permits). */
+ * run, and if it got 0 the caller owns the permits). node must have been
+ * passed to bh_acquire_async with this bh, or be zeroed: a node queued on
+ * another bulkhead is undefined behaviour. */
 BH_API int bh_cancel_async(bulkhead_t *bh, struct bh_async *node);
 
 #ifdef __cplusplus

@@ -1283,6 +1283,31 @@ static void test_async_basics(void **state)
 	bh_destroy(bh);
 }
 
+/* bh_cancel_async(3): a node that was never queued because bh_acquire_async
+ * returned an error gets 0 and changes nothing, whatever its memory held
+ * before (here a copy of a queued node, so it looks queued): the refused
+ * call leaves the node marked as not queued, as every other refusal does. */
+static void test_cancel_after_refused_async(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 2, 0);
+	struct bh_async q, stale;
+
+	(void)state;
+	memset(async_result, 0x7f, sizeof(async_result));
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &q, 1, record_async, (void *)5), 1);
+	stale = q;
+	assert_int_equal(bh_acquire_async(bh, &stale, 1, NULL, NULL), -EINVAL);
+	assert_int_equal(bh_cancel_async(bh, &stale), 0);
+	struct bh_stats st = stats_of(bh);
+	assert_int_equal(st.queued, 1);
+	assert_int_equal(st.cancelled, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(async_result[5], 0); /* q is still queued, and served */
+	assert_int_equal(bh_release(bh, 1), 0);
+	bh_destroy(bh);
+}
+
 /* Async and blocking waiters share one FIFO. */
 static int hook_mixed_fifo(struct fake_sync *f, unsigned call)
 {
@@ -1471,6 +1496,7 @@ int main(void)
 		cmocka_unit_test(test_leave_callback_cancel_no_self_deadlock),
 		cmocka_unit_test(test_async_slow_take_starts_hold),
 		cmocka_unit_test(test_async_basics),
+		cmocka_unit_test(test_cancel_after_refused_async),
 		cmocka_unit_test(test_async_and_blocking_share_fifo),
 		cmocka_unit_test(test_counters_add_up_across_threads),
 		cmocka_unit_test(test_gauges),

@@ -275,9 +275,10 @@ int bh_acquire_async(bulkhead_t *bh, struct bh_async *node, uint32_t n, bh_async
 {
 	struct bhi_slot *s;
 
+	if (node) /* not queued, whatever its memory held: bh_cancel_async says 0 */
+		node->link.kind = KIND_NONE;
 	if (!bh || !node || !fn)
 		return -EINVAL;
-	node->link.kind = KIND_NONE;
 	node->fn = fn;
 	node->data = data;
 	s = plain_slot(bh);
