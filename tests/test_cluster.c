@@ -11,6 +11,7 @@
 #include "bulkhead/cluster.h"
 #include "bulkhead/metrics.h"
 #include "endpoint.h"
+#include "src/cluster/lease_lua.h" /* generated: BHC_LEASE_LUA */
 
 #define LEASE (600 * BH_MSEC)
 
@@ -1076,6 +1077,80 @@ static void test_set_global_limit(void **state)
 	bh_destroy(plain);
 }
 
+/* Fewer permits than instances, all of them pressed: the odd permits go
+ * round (a new turn every lease), so that no instance gets 0 for ever. */
+static void test_odd_permits_go_round(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh[3];
+	bool had[3] = { false, false, false };
+	uint64_t end;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	cc.initial_want = 2;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bh_cluster_open(&cc, NULL, &bh[i]), 0);
+	end = bh_now_ns() + 8 * LEASE;
+	while (bh_now_ns() < end && !(had[0] && had[1] && had[2])) {
+		for (int i = 0; i < 3; i++) {
+			unsigned n = 0;
+
+			/* use all of the share, and be refused once more */
+			while (bh_try_acquire(bh[i], 1) == 0)
+				n++;
+			if (n)
+				had[i] = true;
+			assert_int_equal(bh_cluster_step(bh[i], bh_now_ns() + 5 * BH_MSEC), 0);
+			if (n)
+				bh_release(bh[i], n);
+		}
+	}
+	for (int i = 0; i < 3; i++) {
+		assert_true(had[i]);
+		bh_destroy(bh[i]);
+	}
+}
+
+/* A renewal given up on and delivered late (a retransmission after the
+ * connection was dropped) must not replace a later record of the same
+ * instance: the store would count less than the instance enforces. */
+static void test_late_renewal_refused(void **state)
+{
+	char name[32], id[40] = "", field[48];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	bulkhead_t *bh;
+	redisReply *h, *sha, *r;
+	unsigned long long counted = 0;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	step_until_renewals(bh, 3);
+	assert_int_equal(cstats(bh).share, 4);
+	h = rh_cmd(&srv, "HGETALL {bh:%s}", name);
+	for (size_t i = 0; i < h->elements; i += 2)
+		if (strncmp(h->element[i]->str, "i:", 2) == 0)
+			snprintf(id, sizeof(id), "%s", h->element[i]->str + 2);
+	freeReplyObject(h);
+	assert_true(id[0]);
+	sha = rh_cmd(&srv, "SCRIPT LOAD %s", BHC_LEASE_LUA);
+	assert_int_equal(sha->type, REDIS_REPLY_STRING);
+	/* its first renewal (the open), arriving now: want 1, cap 1 */
+	r = rh_cmd(&srv, "EVALSHA %s 1 {bh:%s} renew 1 %s 4 %llu 0 0 1 1 1 0 0 0 1", sha->str, name,
+		   id, (unsigned long long)(LEASE / BH_USEC));
+	freeReplyObject(r);
+	freeReplyObject(sha);
+	snprintf(field, sizeof(field), "i:%s", id);
+	r = rh_cmd(&srv, "HGET {bh:%s} %s", name, field);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	sscanf(r->str, "%*s %*s %llu", &counted);
+	freeReplyObject(r);
+	assert_true(counted >= cstats(bh).share); /* it enforces 4 */
+	bh_destroy(bh);
+}
+
 /* Metrics carry the cluster series; no credential ever shows up. */
 static void test_metrics_and_no_credentials(void **state)
 {
@@ -1141,6 +1216,8 @@ int main(void)
 		cmocka_unit_test(test_expiry_on_store_clock),
 		cmocka_unit_test(test_set_global_limit),
 		cmocka_unit_test(test_metrics_and_no_credentials),
+		cmocka_unit_test(test_odd_permits_go_round),
+		cmocka_unit_test(test_late_renewal_refused),
 	};
 	int r = redis_start(&srv, true);
 

@@ -6,13 +6,14 @@
 --   T        the lease, in microseconds    E  the epoch: creation time (us)
 --   U        end of the learning period (us, the store's clock)
 --   i:<id>   one instance: "<expiry us> <granted> <counted> <want>"
+--   s:<id>   the sequence number of its last renewal applied here
 -- "counted" is what the store reserves for the instance until its next
 -- renewal: max(granted, the limit it enforced, its permits in flight).
 -- Every time is the store's own (TIME); Redis 5 and later replicate a
 -- script by its effects, so reading the clock before writing is allowed.
 --
 -- ARGV[1] op, ARGV[2] the caller's protocol, then:
---   renew id limit lease_us check adopt fresh want cap applied held epoch
+--   renew id limit lease_us check adopt fresh want cap applied held epoch seq
 --     -> { granted, epoch, limit, instances, excess, learning_us, lease_us,
 --          target }
 --   leave id   -> 1 when the instance was registered, else 0
@@ -36,11 +37,13 @@ local function int(x)
 end
 
 -- Read everything; drop instances whose lease ran out on this clock.
-local meta, inst = {}, {}
+local meta, inst, seqs = {}, {}, {}
 local raw = redis.call('HGETALL', key)
 for i = 1, #raw, 2 do
 	local f, v = raw[i], raw[i + 1]
-	if string.sub(f, 1, 2) == 'i:' then
+	if string.sub(f, 1, 2) == 's:' then
+		seqs[string.sub(f, 3)] = tonumber(v)
+	elseif string.sub(f, 1, 2) == 'i:' then
 		local e, g, c, w = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
 		if not e then
 			return redis.error_reply('BHTYPE ' .. key .. ' has a field that is not ours')
@@ -54,6 +57,13 @@ for i = 1, #raw, 2 do
 		meta[f] = v
 	end
 end
+-- A sequence number outlives its instance's record by no call.
+for k in pairs(seqs) do
+	if inst[k] == nil then
+		redis.call('HDEL', key, 's:' .. k)
+		seqs[k] = nil
+	end
+end
 if #raw > 0 and meta.p == nil then
 	return redis.error_reply('BHTYPE ' .. key .. ' is a hash that is not ours')
 end
@@ -65,6 +75,7 @@ if op == 'leave' then
 	if meta.p == nil then
 		return 0
 	end
+	redis.call('HDEL', key, 's:' .. ARGV[3])
 	return redis.call('HDEL', key, 'i:' .. ARGV[3])
 end
 
@@ -86,6 +97,14 @@ local check, adopt, fresh = ARGV[6] == '1', ARGV[7] == '1', ARGV[8] == '1'
 local want, cap = tonumber(ARGV[9]), tonumber(ARGV[10])
 local applied, held = tonumber(ARGV[11]), tonumber(ARGV[12])
 local known_epoch = ARGV[13]
+local seq = tonumber(ARGV[14])
+-- A renewal that reaches the store after a later one of the same instance
+-- (it was given up on, its connection closed, and a retransmission or a
+-- proxy delivered it late) must not replace the later record: the instance
+-- enforces the later answer, and the older request may count less.
+if seq ~= nil and seqs[id] ~= nil and seq < seqs[id] then
+	return redis.error_reply('BHSTALE a renewal older than the last one')
+end
 
 if meta.p == nil then
 	-- Nothing here: a first start, or the store lost its data while
@@ -113,9 +132,12 @@ else
 end
 local L = meta.L
 
--- Max-min fair targets (water filling over the wants, ties by id), then
--- what no one wants split evenly, so that idle instances have room for a
--- burst; and what every other live instance keeps counted.
+-- Max-min fair targets (water filling over the wants), then what no one
+-- wants split evenly, so that idle instances have room for a burst; and
+-- what every other live instance keeps counted. A split that does not come
+-- out even gives its odd permits in turn, a new turn every lease, so that
+-- no instance keeps the short end (with fewer permits than instances, the
+-- same instances would otherwise get 0 forever).
 inst[id] = nil
 local wants, others, n = { { want, id } }, 0, 1
 for k, v in pairs(inst) do
@@ -129,17 +151,46 @@ table.sort(wants, function(a, b)
 	end
 	return a[2] < b[2]
 end)
-local left, rest, target, rank = L, n, 0, 0
-for i, w in ipairs(wants) do
-	local s = math.min(w[1], math.floor(left / rest))
-	if w[2] == id then
-		target, rank = s, i
+-- The caller's place among ids (sorted), counted from this lease's turn.
+local function turn(ids)
+	table.sort(ids)
+	local start = math.floor(now / meta.T) % #ids
+	for i, k in ipairs(ids) do
+		if k == id then
+			return (i - 1 - start) % #ids + 1
+		end
 	end
-	left, rest = left - s, rest - 1
 end
-target = target + math.floor(left / n)
-if rank <= left % n then
-	target = target + 1
+local left, rest, target, short = L, n, nil, {}
+for _, w in ipairs(wants) do
+	if #short == 0 and w[1] * rest <= left then
+		if w[2] == id then
+			target = w[1]
+		end
+		left, rest = left - w[1], rest - 1
+	else
+		short[#short + 1] = w[2]
+	end
+end
+if #short > 0 then
+	-- Those left want more than an even split of what is left: each gets
+	-- that split, and the odd permits go round (level + 1 <= their want).
+	local level = math.floor(left / #short)
+	if target == nil then
+		target = level
+		if turn(short) <= left - level * #short then
+			target = target + 1
+		end
+	end
+else
+	local all = {}
+	for i, w in ipairs(wants) do
+		all[i] = w[2]
+	end
+	target = target + math.floor(left / n)
+	if turn(all) <= left % n then
+		target = target + 1
+	end
 end
 target = math.min(target, cap)
 
@@ -152,6 +203,9 @@ end
 local counted = math.max(granted, applied, held)
 redis.call('HSET', key, 'i:' .. id,
 	int(now + lease) .. ' ' .. int(granted) .. ' ' .. int(counted) .. ' ' .. int(want))
+if seq ~= nil then
+	redis.call('HSET', key, 's:' .. id, int(seq))
+end
 -- Abandoned limits go away a day after their last renewal.
 redis.call('PEXPIRE', key, math.floor(lease / 1000) + 86400000)
 return { granted, meta.E, L, n, math.max(0, others + counted - L),

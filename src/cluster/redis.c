@@ -365,6 +365,7 @@ static int put_call(struct rstore *r)
 		snprintf(a[4], sizeof(a[4]), "%u", q->held);
 		snprintf(a[5], sizeof(a[5]), "%llu", (unsigned long long)q->epoch);
 		snprintf(a[6], sizeof(a[6]), "%u", q->cap);
+		snprintf(a[7], sizeof(a[7]), "%llu", (unsigned long long)q->seq);
 		argv[argc++] = a[0];
 		argv[argc++] = a[1];
 		argv[argc++] = q->check ? "1" : "0";
@@ -375,6 +376,7 @@ static int put_call(struct rstore *r)
 		argv[argc++] = a[3];
 		argv[argc++] = a[4];
 		argv[argc++] = a[5];
+		argv[argc++] = a[7];
 		break;
 	case BHC_LEAVE:
 		argv[4] = "leave";

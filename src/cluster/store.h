@@ -38,6 +38,7 @@ struct bhc_request {
 	bool adopt;         /* ...except the limit: take the store's */
 	bool fresh;         /* creating the state needs no learning period */
 	uint64_t epoch;     /* the store incarnation this instance knows (0: none) */
+	uint64_t seq;       /* RENEW: grows with every renewal this instance begins */
 };
 
 struct bhc_grant {
