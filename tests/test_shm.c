@@ -800,6 +800,69 @@ static void test_fork_child_holds_nothing(void **state)
 	shm_done(bh, name);
 }
 
+struct first_use {
+	bulkhead_t *bh;
+	pthread_barrier_t *bar;
+	int r;
+};
+
+static void *first_use(void *arg)
+{
+	struct first_use *f = arg;
+
+	pthread_barrier_wait(f->bar);
+	f->r = bh_try_acquire(f->bh, 1);
+	if (f->r == 0)
+		f->r = bh_release(f->bh, 1);
+	return NULL;
+}
+
+/* A fork child whose threads make their first calls at once: one of them
+ * registers the child, the others find it registered and read its slot
+ * without the mutex (acquire, att_proc(): a plain read was a data race,
+ * which TSan reports). Every call succeeds and the child holds nothing. */
+static int threads_first_use(void *arg, int out, int in)
+{
+	struct first_use f[8];
+	pthread_t t[8];
+	pthread_barrier_t bar;
+	int bad = 0;
+
+	(void)in;
+	pthread_barrier_init(&bar, NULL, 8);
+	for (int i = 0; i < 8; i++) {
+		f[i] = (struct first_use){ arg, &bar, -12345 };
+		if (pthread_create(&t[i], NULL, first_use, &f[i]) != 0)
+			return 1;
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		bad += f[i].r != 0;
+	}
+	say(out, bad);
+	say(out, (int)stats_of(arg).processes);
+	return 0;
+}
+
+static void test_fork_child_threads_register_at_once(void **state)
+{
+	const char *name = uniq("forkthreads");
+	bulkhead_t *bh = shm_make(name, 16, 0, 0);
+
+	(void)state;
+	for (int round = 0; round < 20; round++) {
+		struct child c = spawn(threads_first_use, bh);
+
+		assert_int_equal(hear(c.rd), 0);
+		assert_int_equal(hear(c.rd), 2);
+		assert_int_equal(reap(&c), 0);
+		bhs_scan_now(bh); /* the child's slot, for the next round's count */
+		assert_int_equal(stats_of(bh).processes, 1);
+		assert_int_equal(stats_of(bh).in_flight, 0);
+	}
+	shm_done(bh, name);
+}
+
 static int detacher(void *arg, int out, int in)
 {
 	struct fresh *t = arg;
@@ -1191,6 +1254,7 @@ int main(void)
 		cmocka_unit_test(test_double_release_race),
 		cmocka_unit_test(test_double_release_race_fenced),
 		cmocka_unit_test(test_fork_child_holds_nothing),
+		cmocka_unit_test(test_fork_child_threads_register_at_once),
 		cmocka_unit_test(test_detach_returns_holdings),
 		cmocka_unit_test(test_exec_counts_as_death),
 		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),

@@ -273,7 +273,7 @@ int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 	 * ours, and our lock value is still the parent's, which the parent
 	 * would find in the lock word, read as damage and take over while we
 	 * are inside. */
-	if (node->link.kind != KIND_HOST || !a->proc)
+	if (node->link.kind != KIND_HOST || !att_proc(a))
 		return 0;
 	qi = node_qi(node);
 	if (qi < a->nslots || qi >= nqnodes(a))

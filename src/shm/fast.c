@@ -86,7 +86,7 @@ struct bhs_slot *bhs_slot_for(struct bhs_att *a, bool *shared)
 	struct bhs_slot *s;
 
 	*shared = false;
-	if (!a->proc && bhs_register(a) < 0)
+	if (!att_proc(a) && bhs_register(a) < 0)
 		return NULL;
 	if (t - 1u < BHS_TMAP) {
 		if ((s = a->tmap[t - 1u]) != NULL)
@@ -434,6 +434,10 @@ int bhs_transfer(struct bhs_att *a, struct bhs_slot *t, uint32_t n)
 		goto out;
 	}
 	have = held_of(t, lt);
+	if (have >= n) { /* the shared slot: another thread of ours added meanwhile */
+		win_close(t, lt);
+		goto out;
+	}
 	sum = have;
 	for (uint32_t i = 0; i < a->nslots && sum < n; i++)
 		if (sibling(a, slot_at(a, i), t))

@@ -58,7 +58,7 @@ bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx)
 {
 	if (pidx >= a->nprocs)
 		return false;
-	if (a->proc && pidx == a->pidx)
+	if (att_proc(a) && pidx == a->pidx)
 		return true;
 	if (atomic_load_explicit(&a->procs[pidx].state, memory_order_acquire) != PS_LIVE)
 		return false;
@@ -73,7 +73,7 @@ bool bhs_owner_gone(struct bhs_att *a, uint32_t v)
 	uint32_t idx = (v & 0xffffu) - 1u;
 	uint32_t gen = (v >> 16) & 0x7fffu;
 
-	if (idx >= a->nprocs || (a->proc && idx == a->pidx))
+	if (idx >= a->nprocs || (att_proc(a) && idx == a->pidx))
 		return true;
 	if ((atomic_load_explicit(&a->procs[idx].gen, memory_order_acquire) & 0x7fffu) != gen)
 		return true;

@@ -476,7 +476,7 @@ int bhs_close(bulkhead_t *bh)
 	struct bhs_att *a = att_of(bh);
 	uint64_t old;
 
-	if (!a->proc && bhs_register(a) < 0)
+	if (!att_proc(a) && bhs_register(a) < 0)
 		return -ENOSPC;
 	bhs_lock(a);
 	/* acq_rel: a change of the word like cas_sword(); pairs with the
@@ -493,7 +493,7 @@ int bhs_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 	struct bhs_att *a = att_of(bh);
 	uint64_t w, nw;
 
-	if (!a->proc && bhs_register(a) < 0)
+	if (!att_proc(a) && bhs_register(a) < 0)
 		return -ENOSPC;
 	bhs_lock(a);
 	w = load_sword(a);
@@ -529,7 +529,7 @@ void bhs_stats(const bulkhead_t *bh, struct bh_stats *out)
 	uint64_t sum[BHI_NCOUNTERS] = { 0 }, w;
 	uint32_t live = 0;
 
-	if (a->proc)
+	if (att_proc(a))
 		bhs_maybe_scan(a); /* the dead's permits are not in flight */
 	/* acquire: as in bhs_gauges() */
 	w = atomic_load_explicit(&g->word, memory_order_acquire);

@@ -384,7 +384,7 @@ bool bhs_maybe_scan(struct bhs_att *a)
 	for (uint32_t i = 0; i < a->nprocs && !any; i++)
 		any = atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE &&
 		      !bhs_proc_alive(a, i);
-	if (!any || (!a->proc && bhs_register(a) < 0))
+	if (!any || (!att_proc(a) && bhs_register(a) < 0))
 		return false;
 	bhs_lock(a);
 	found = bhs_scan_locked(a);

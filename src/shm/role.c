@@ -13,7 +13,7 @@
  * the answer "ours". */
 static bool role_ours(struct bhs_att *a)
 {
-	return a->proc &&
+	return att_proc(a) &&
 	       atomic_load_explicit(&a->seg->role, memory_order_relaxed) == a->lockval;
 }
 
@@ -23,7 +23,7 @@ int bhs_role_take(bulkhead_t *bh)
 	uint32_t v;
 	int r = 0;
 
-	if (!a->proc && bhs_register(a) < 0)
+	if (!att_proc(a) && bhs_register(a) < 0)
 		return -ENOSPC;
 	if (role_ours(a))
 		return 0;

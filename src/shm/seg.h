@@ -249,6 +249,16 @@ static inline struct bhs_att *att_of(const bulkhead_t *bh)
 	return bhi_ext_of(bh);
 }
 
+/* This process's slot, NULL while it is not registered (first use since
+ * fork). acquire: pairs with bhs_register()'s release store, so pidx,
+ * lockval and shared read after a non-NULL answer are the ones stored with
+ * it: a fork child's threads may register at their first calls at once,
+ * and one that finds another's registration reads them without the mutex. */
+static inline struct bhs_proc *att_proc(struct bhs_att *a)
+{
+	return atomic_load_explicit((_Atomic(struct bhs_proc *) *)&a->proc, memory_order_acquire);
+}
+
 static inline struct bhs_slot *slot_at(const struct bhs_att *a, uint32_t i)
 {
 	return &a->slots[i];
