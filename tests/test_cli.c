@@ -1,6 +1,7 @@
 /* The tools' shared flag parsing and number formatting: a percentage never
  * rounds a result away (100% only when exact, 0% only when nothing), and
  * the units help text lists are the units the parser takes. */
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -148,6 +149,80 @@ static void test_duration_parsing(void **state)
 	assert_false(cli_parse_duration("", 1, 0, 10, &v));
 }
 
+static void test_duration_format_never_shows_1000(void **state)
+{
+	char buf[32];
+
+	(void)state;
+	assert_string_equal(cli_fmt_duration(0.030, buf, sizeof(buf)), "30 ms");
+	assert_string_equal(cli_fmt_duration(0.9994, buf, sizeof(buf)), "999 ms");
+	/* %.3g of 999.6 is "1e+03": the next unit up says it */
+	assert_string_equal(cli_fmt_duration(0.9996, buf, sizeof(buf)), "1 s");
+	assert_string_equal(cli_fmt_duration(999.6e-6, buf, sizeof(buf)), "1 ms");
+	assert_string_equal(cli_fmt_duration(999.6, buf, sizeof(buf)), "1000 s");
+	assert_string_equal(cli_fmt_duration(80e-6, buf, sizeof(buf)), "80 us");
+}
+
+/* ---- options getopt_long refused -------------------------------------------- */
+
+static const struct option longopts[] = {
+	{ "rate", required_argument, NULL, 'r' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "svg", required_argument, NULL, 256 },
+	{ "kv", no_argument, NULL, 257 },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Parse the words (NULL-terminated) as the tools do, and return the
+ * message for the first option refused ("" if none was). */
+static const char *refused(const char *first, ...)
+{
+	static char buf[160], words[8][32];
+	char *argv[10] = { "prog" };
+	int argc = 1, ch;
+	const char *a;
+	va_list ap;
+
+	va_start(ap, first);
+	for (a = first; a && argc < 9; a = va_arg(ap, const char *), argc++) {
+		snprintf(words[argc - 1], sizeof(words[0]), "%s", a);
+		argv[argc] = words[argc - 1];
+	}
+	va_end(ap);
+	argv[argc] = NULL;
+	buf[0] = '\0';
+	optind = 0; /* glibc: start afresh */
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":r:qh", longopts, NULL)) != -1)
+		if (ch == ':' || ch == '?')
+			return cli_option_problem(ch, argv, longopts, buf, sizeof(buf));
+	return buf;
+}
+
+static void test_option_problem_names_the_option(void **state)
+{
+	(void)state;
+	/* an unknown short option inside a group: argv[optind - 1] is the
+	 * word before it, or the program */
+	assert_string_equal(refused("-zq", NULL), "unknown option '-z'");
+	assert_string_equal(refused("-qz", NULL), "unknown option '-z'");
+	assert_string_equal(refused("-q", "-zq", NULL), "unknown option '-z'");
+	assert_string_equal(refused("--svg", "x", "-zq", NULL), "unknown option '-z'");
+	assert_string_equal(refused("--quiet", "-zq", NULL), "unknown option '-z'");
+	assert_string_equal(refused("-z", NULL), "unknown option '-z'");
+	/* long options as written, up to the '=' */
+	assert_string_equal(refused("--frob", NULL), "unknown option '--frob'");
+	assert_string_equal(refused("--frob=3", NULL), "unknown option '--frob'");
+	assert_string_equal(refused("--quiet=1", NULL), "--quiet takes no value");
+	assert_string_equal(refused("--kv=1", NULL), "--kv takes no value");
+	/* a missing value: the option that wanted it */
+	assert_string_equal(refused("--rate", NULL), "--rate needs a value");
+	assert_string_equal(refused("--svg", NULL), "--svg needs a value");
+	assert_string_equal(refused("-r", NULL), "-r needs a value");
+	assert_string_equal(refused("-qr", NULL), "-r needs a value");
+	assert_string_equal(refused("-q", "-r", "5", NULL), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -158,6 +233,8 @@ int main(void)
 		cmocka_unit_test(test_percent_of_a_probability),
 		cmocka_unit_test(test_units_text_is_the_parsers_table),
 		cmocka_unit_test(test_duration_parsing),
+		cmocka_unit_test(test_duration_format_never_shows_1000),
+		cmocka_unit_test(test_option_problem_names_the_option),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,6 +33,9 @@ bad() {
 	grep -q "^bulkhead-demo: .*$want" "$tmp/err" || fail "bulkhead-demo $*: stderr: $(cat "$tmp/err")"
 }
 bad "unknown option" --frobnicate
+bad "unknown option '-z'$" -zq
+bad "unknown option '-z'$" --svg x -zq
+bad "-r needs a value$" -qr
 bad "--rate" --rate 0
 bad "--rate" --rate fast
 bad "--workers" --workers -3

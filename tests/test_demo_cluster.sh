@@ -35,6 +35,23 @@ else
 	fail "no redis-server: exit $rc, want 69"
 fi
 
+# A redis-server that will not start: its log is shown before the demo
+# removes it with its directory, and nothing is left.
+printf '%s\n' '#!/bin/sh' \
+	'while [ $# -gt 0 ]; do [ "$1" = --logfile ] && log=$2; shift; done' \
+	'echo "bad-redis: cannot listen here" >"$log"' 'exit 1' >"$tmp/bad-redis"
+chmod +x "$tmp/bad-redis"
+TMPDIR="$tmp" REDIS_SERVER="$tmp/bad-redis" "$prog" --scenario cluster --only shared --svg '' \
+	>"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 69 ]; then
+	[ "$rc" -eq 1 ] || fail "redis-server that exits: exit $rc, want 1"
+	grep -q "bad-redis: cannot listen here" "$tmp/err" ||
+		fail "redis-server that exits: its log is not shown: $(cat "$tmp/err")"
+	ls -d "$tmp"/bulkhead-demo-redis-* >/dev/null 2>&1 &&
+		fail "redis-server that exits: its directory is left"
+fi
+
 limit=13
 procs=3
 lease=1

@@ -67,5 +67,29 @@ grep -q "^  payment saw [0-9]* at most with a bulkhead per worker, [0-9]* with o
 check_svg "$tmp/p.svg" $procs
 [ -z "$(ls -A "$tmp/shm")" ] || fail "the caller's BH_SHM_DIR was used: $(ls "$tmp/shm")"
 
+# A stop signal in a long fault stops it at once: the workers' calls have
+# up to 20 s to go, and it neither waits for them nor leaves them behind.
+# What ran is still summarised, charted and written, marked interrupted.
+"$prog" --scenario prefork --only local --duration 30 --fault-at 1 --fault-for 25 \
+	--fault-latency 20s --svg "$tmp/t.svg" --kv "$tmp/t.kv" -q >"$tmp/t" 2>&1 &
+pid=$!
+sleep 2
+kill -TERM "$pid"
+i=0
+while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 30 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+if kill -0 "$pid" 2>/dev/null; then
+	fail "SIGTERM in the fault: still running 3 s later"
+	kill -KILL "$pid"
+fi
+wait "$pid"
+rc=$?
+[ "$rc" -eq 143 ] || fail "SIGTERM in the fault: exit $rc, want 143: $(tail -n 2 "$tmp/t")"
+grep -qx "interrupted=1" "$tmp/t.kv" || fail "SIGTERM: key=value lines not marked interrupted=1"
+grep -q "INTERRUPTED at [0-9.]* s" "$tmp/t.svg" || fail "SIGTERM: the chart is not marked"
+tail -n 1 "$tmp/t.svg" | grep -q '^</svg>$' || fail "SIGTERM: no complete chart"
+
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: bulkhead-demo --scenario prefork"

@@ -128,6 +128,26 @@ bad "permits" --qps 10000000 --p99 60s
 bad "--fault (1 ms) must exceed the P99 latency (30 ms" --qps 160 --p99 30ms --fault 1ms
 bad "--fault (30 ms) must exceed the P99" --qps 160 --p99 30ms --fault 30ms
 bad "--p99" --qps 100 --p99 1h
+# An option getopt refuses is named as it is, inside a group too.
+bad "unknown option '-z'$" -zq 5 --p99 30
+bad "unknown option '-z'$" --qps 160 -zp 30
+bad "unknown option '-x'$" -q160 -p30 -xq
+bad "--kv takes no value" --kv=1 --qps 1 --p99 1
+bad "-p needs a value$" --qps 1 -p
+# A size past UINT32_MAX is said as it is, not as 4294967295.
+bad "needs 360000000000 permits" --qps 1e7 --p99 3600s --safety 10
+
+# The size before rounding shows why it rounds as it does: 6.0004 is 7.
+"$prog" --qps 1000 --p99 4.6157ms >"$tmp/human" 2>&1 || fail "human report: exit $?"
+grep -qF "= 6.0004)" "$tmp/human" || fail "raw size: $(grep max_concurrent "$tmp/human")"
+"$prog" --qps 10000 --p99 100ms --timeout 100ms >"$tmp/human" 2>&1 || fail "exit $?"
+grep -q "e+0" "$tmp/human" && fail "exponent in the report: $(grep "e+0" "$tmp/human")"
+# A report that cannot be written is a failure.
+if [ -w /dev/full ]; then
+	"$prog" --qps 160 --p99 30ms --kv >/dev/full 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 1 ] || fail "stdout on /dev/full: exit $rc, want 1"
+fi
 
 # Units: --help, the man page and the parser agree. Every unit --help lists
 # is taken (a --help after the flag exits 0 once the flag parsed), and the

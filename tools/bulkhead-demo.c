@@ -513,8 +513,7 @@ static void read_flags(int argc, char **argv, struct demo_config *c, struct cmdl
 		case OPT_SCENARIO: cl->scenario = optarg; break;
 		case OPT_CALL_DEADLINE: parse_call_deadline(optarg, c); break;
 		case 'h': printf(usage_text, cli_prog, cli_duration_units()); exit(0);
-		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-		default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		default: cli_option_error(ch, argv, longopts);
 		}
 	}
 	if (optind < argc)

@@ -5,6 +5,7 @@
  * the checks those rules imply (Little's law, worst queue wait), and what
  * the sizes buy under an M/M/c/K model: the share of calls rejected at once,
  * the share that wait, and how long. docs/sizing.md explains every line. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
@@ -64,6 +65,9 @@ static const char usage_text[] =
 	"Example, a dependency called 160 times a second with a 30 ms P99:\n"
 	"  %s --qps 160 --p99 30ms\n";
 
+/* --kv has no short option: a val that is not a character. */
+enum { OPT_KV = 256 };
+
 /* Every time flag: positive, at most an hour, bare numbers in ms. */
 static double time_arg(const char *flag)
 {
@@ -82,7 +86,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "queue", required_argument, NULL, 'k' },
 		{ "threads", required_argument, NULL, 'n' },
 		{ "fault", required_argument, NULL, 'f' },
-		{ "kv", no_argument, NULL, 'K' },
+		{ "kv", no_argument, NULL, OPT_KV },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -104,10 +108,9 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'n': o->threads = cli_u32("--threads", optarg, 1, UINT32_MAX - 1); break;
 		case 'f': o->fault_s = time_arg("--fault"); break;
-		case 'K': o->kv = true; break;
+		case OPT_KV: o->kv = true; break;
 		case 'h': printf(usage_text, cli_prog, cli_duration_units(), cli_prog); exit(0);
-		case ':': cli_usage_error("%s needs a value", argv[optind - 1]);
-		default: cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		default: cli_option_error(ch, argv, longopts);
 		}
 	}
 	if (optind < argc)
@@ -144,9 +147,9 @@ static void make_plan(const struct opts *o, struct plan *p)
 	memset(p, 0, sizeof(*p));
 	p->raw = bhz_concurrency_raw(o->qps, o->p99_s, o->safety);
 	p->c = o->conc ? o->conc : bhz_round_up(p->raw);
-	if (p->c > BH_LIMIT_MAX)
-		cli_usage_error("this load needs %u permits; a bulkhead holds at most %u",
-				p->c, BH_LIMIT_MAX);
+	if (p->c > BH_LIMIT_MAX) /* p->c stops at UINT32_MAX; the raw size does not */
+		cli_usage_error("this load needs %.0f permits; a bulkhead holds at most %u",
+				p->raw >= UINT32_MAX ? ceil(p->raw) : (double)p->c, BH_LIMIT_MAX);
 	p->k_rule = bhz_queue_rule(p->c);
 	p->k = queue_for(o, p->c, &p->k_bound);
 	p->k_shrunk = !o->queue_given && p->k < p->k_rule;
@@ -172,6 +175,14 @@ static const char *dur(double s, char *buf)
 static const char *pct(double p, char *buf)
 {
 	return cli_fmt_percent(p, buf, 32);
+}
+
+/* A figure with 3 significant digits, but a large one whole: "1000", not
+ * "1e+03". */
+static const char *num(double v, char *buf)
+{
+	snprintf(buf, 32, v >= 999.5 ? "%.0f" : "%.3g", v);
+	return buf;
 }
 
 static const char *verdict(bool ok)
@@ -220,18 +231,33 @@ static void print_cut_reason(const struct opts *o, const struct plan *p)
 	}
 }
 
+/* The size before rounding, with the digits that show why it rounds to c:
+ * "6.0004" (not "6") for 7, "1300" (not "1.3e+03"). */
+static const char *raw_text(double raw, uint32_t c, char *buf)
+{
+	int prec = raw >= 1000 ? (int)floor(log10(raw)) + 1 : 3;
+
+	for (; prec < 17; prec++) {
+		snprintf(buf, 32, "%.*g", prec, raw);
+		if (bhz_round_up(strtod(buf, NULL)) == c)
+			break;
+	}
+	return buf;
+}
+
 static void print_sizes(const struct opts *o, const struct plan *p)
 {
-	char a[32];
+	char a[32], r[32];
 
 	printf("\nsizes\n");
 	if (o->conc)
-		printf("  max_concurrent  %-6u given (the rule gives %g x %s x %g = %.3g)\n", p->c,
-		       o->qps, dur(o->p99_s, a), o->safety, p->raw);
+		printf("  max_concurrent  %-6u given (the rule gives %g x %s x %g = %s)\n", p->c,
+		       o->qps, dur(o->p99_s, a), o->safety,
+		       raw_text(p->raw, bhz_round_up(p->raw), r));
 	else
-		printf("  max_concurrent  %-6u = ceil(%g/s x %s x %g = %.3g)   "
+		printf("  max_concurrent  %-6u = ceil(%g/s x %s x %g = %s)   "
 		       "Little's law on the P99\n",
-		       p->c, o->qps, dur(o->p99_s, a), o->safety, p->raw);
+		       p->c, o->qps, dur(o->p99_s, a), o->safety, raw_text(p->raw, p->c, r));
 	if (o->queue_given)
 		printf("  queue_capacity  %-6u given\n", p->k);
 	else if (p->k_shrunk) {
@@ -247,11 +273,12 @@ static void print_checks(const struct opts *o, const struct plan *p)
 	char a[32], b[32], c[32];
 
 	printf("\nchecks\n");
-	printf("  %s busy permits at peak (Little's law): %g/s x %s = %.3g of %u (%.0f%%)\n",
-	       verdict(p->busy < p->c), o->qps, dur(o->mean_s, a), p->busy, p->c,
+	printf("  %s busy permits at peak (Little's law): %g/s x %s = %s of %u (%.0f%%)\n",
+	       verdict(p->busy < p->c), o->qps, dur(o->mean_s, a), num(p->busy, b), p->c,
 	       100 * p->busy / p->c);
-	printf("  %s capacity at the P99: %u / %s = %.4g/s %s %g/s\n",
-	       verdict(p->cap_qps >= o->qps), p->c, dur(o->p99_s, a), p->cap_qps,
+	printf("  %s capacity at the P99: %u / %s = %s/s %s %g/s\n",
+	       verdict(p->cap_qps >= o->qps), p->c, dur(o->p99_s, a),
+	       p->cap_qps >= 999.5 ? num(p->cap_qps, b) : (snprintf(b, 32, "%.4g", p->cap_qps), b),
 	       p->cap_qps >= o->qps ? ">=" : "<", o->qps);
 	printf("  %s full queue drained at the arrival rate: %u / %g/s = %s %s %s\n",
 	       verdict(p->over_qps <= o->timeout_s), p->k, o->qps, dur(p->over_qps, b),
@@ -280,8 +307,8 @@ static void print_model(const struct opts *o, const struct plan *p)
 	printf("  queue wait of admitted calls: mean %s, p99 %s; ", dur(r->mean_wait_s, a),
 	       dur(p->p99_wait, b));
 	printf("%s wait over %s\n", pct(p->p_wait_timeout, a), dur(o->timeout_s, c));
-	printf("  mean permits held %.3g (%.0f%%), mean waiters %.3g\n", r->mean_in_flight,
-	       100 * r->utilisation, r->mean_queued);
+	printf("  mean permits held %s (%.0f%%), mean waiters %s\n", num(r->mean_in_flight, a),
+	       100 * r->utilisation, num(r->mean_queued, b));
 }
 
 static void print_row(const struct opts *o, uint32_t c, uint32_t k, bool chosen)
@@ -322,8 +349,8 @@ static void print_fault(const struct opts *o, const struct plan *p)
 	bhz_model_init(&m, o->qps, o->fault_s, p->c, p->k);
 	bhz_model_solve(&m, &r);
 	printf("\nif the latency rises to %s (same load)\n", dur(o->fault_s, a));
-	printf("  the dependency can complete at most %u / %s = %.3g calls/s of %g/s\n", p->c,
-	       dur(o->fault_s, a), cap, o->qps);
+	printf("  the dependency can complete at most %u / %s = %s calls/s of %g/s\n", p->c,
+	       dur(o->fault_s, a), num(cap, b), o->qps);
 	printf("  worst queue wait %u / %u x %s = %s%s\n", p->k, p->c, dur(o->fault_s, a),
 	       dur(worst, b),
 	       worst > o->timeout_s ? ": waiters give up at the timeout" : "");
@@ -373,6 +400,16 @@ static void print_kv(const struct opts *o, const struct plan *p)
 	}
 }
 
+/* 0, or 1 when the report did not reach stdout (a full disk, a closed
+ * pipe): a script must not read a cut report as a whole one. */
+static int finish_stdout(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	fprintf(stderr, "%s: cannot write the report: %s\n", cli_prog, strerror(errno));
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -383,7 +420,7 @@ int main(int argc, char **argv)
 	make_plan(&o, &p);
 	if (o.kv) {
 		print_kv(&o, &p);
-		return 0;
+		return finish_stdout();
 	}
 	print_header(&o);
 	print_sizes(&o, &p);
@@ -392,5 +429,5 @@ int main(int argc, char **argv)
 	print_alternatives(&o, &p);
 	if (o.fault_s > 0)
 		print_fault(&o, &p);
-	return 0;
+	return finish_stdout();
 }

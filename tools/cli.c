@@ -23,6 +23,42 @@ void cli_usage_error(const char *fmt, ...)
 	exit(CLI_EXIT_USAGE);
 }
 
+/* A long option is behind the error when getopt says no short one (optopt
+ * 0: unknown or ambiguous), or when the word it just stepped past is a
+ * long option of that val. In a group ("-zq") optind has not moved yet,
+ * so that word is the one before: only optopt names the option. */
+const char *cli_option_problem(int ch, char *const argv[], const struct option *longopts,
+			       char *buf, size_t len)
+{
+	const char *word = optind > 0 ? argv[optind - 1] : "";
+	size_t n = strcspn(word, "=");
+	bool is_long = false;
+
+	if (strncmp(word, "--", 2) == 0 && n > 2) {
+		is_long = optopt == 0;
+		for (const struct option *o = longopts; o->name && !is_long; o++)
+			is_long = o->val == optopt && strncmp(o->name, word + 2, n - 2) == 0;
+	}
+	if (ch == ':' && is_long)
+		snprintf(buf, len, "%.*s needs a value", (int)n, word);
+	else if (ch == ':')
+		snprintf(buf, len, "-%c needs a value", optopt);
+	else if (is_long && optopt != 0)
+		snprintf(buf, len, "%.*s takes no value", (int)n, word);
+	else if (is_long)
+		snprintf(buf, len, "unknown option '%.*s'", (int)n, word);
+	else
+		snprintf(buf, len, "unknown option '-%c'", optopt);
+	return buf;
+}
+
+void cli_option_error(int ch, char *const argv[], const struct option *longopts)
+{
+	char msg[160];
+
+	cli_usage_error("%s", cli_option_problem(ch, argv, longopts, msg, sizeof(msg)));
+}
+
 /* strtod also takes "nan", "inf" and hex; flags want plain finite decimals. */
 static bool parse_prefix(const char *s, double *out, char **end)
 {
@@ -147,13 +183,15 @@ double cli_duration(const char *flag, const char *s, double unit_s, double min_s
 
 const char *cli_fmt_duration(double s, char *buf, unsigned len)
 {
+	/* A unit's last value is the one that rounds below 1000 at %.3g: 999.6
+	 * ms is "1 s", not "1e+03 ms". */
 	if (s == 0)
 		snprintf(buf, len, "0 ms");
-	else if (s < 1e-3)
+	else if (s < 999.5e-6)
 		snprintf(buf, len, "%.3g us", s * 1e6);
-	else if (s < 1.0)
+	else if (s < 0.9995)
 		snprintf(buf, len, "%.3g ms", s * 1e3);
-	else if (s < 1000.0)
+	else if (s < 999.5)
 		snprintf(buf, len, "%.3g s", s);
 	else
 		snprintf(buf, len, "%.0f s", s);

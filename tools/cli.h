@@ -3,6 +3,7 @@
 #ifndef BH_TOOLS_CLI_H
 #define BH_TOOLS_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,19 @@ extern const char *cli_prog;
 
 /* Print "prog: message" and a hint to run --help, then exit 2. */
 __attribute__((noreturn, format(printf, 1, 2))) void cli_usage_error(const char *fmt, ...);
+
+/* What getopt_long refused, when it returned ':' or '?' (opterr 0, the
+ * short options led by ':'), as the message says it: the option itself,
+ * "-z" even inside a group ("-qz", "-zq", where argv[optind - 1] is not
+ * the option's word), or the long option as written, up to any '='.
+ * The char vals of longopts must all be short options too, or a short
+ * option that is not one could be taken for the long option. */
+const char *cli_option_problem(int ch, char *const argv[], const struct option *longopts,
+			       char *buf, size_t len);
+
+/* The same as a usage error: exit 2. */
+__attribute__((noreturn)) void cli_option_error(int ch, char *const argv[],
+						const struct option *longopts);
 
 /* Each parser returns true and sets *out, or returns false when the text is
  * not entirely a valid value in [min, max]. */

@@ -116,6 +116,25 @@ static void redis_stop(struct redis *rs)
 	rmdir(rs->dir);
 }
 
+/* The end of the server's log on stderr: why it did not start. */
+static void redis_show_log(const struct redis *rs)
+{
+	char buf[2048];
+	FILE *f = rs->log[0] ? fopen(rs->log, "r") : NULL;
+	size_t n;
+
+	if (!f)
+		return;
+	if (fseek(f, -(long)(sizeof(buf) - 1), SEEK_END) < 0)
+		rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (n > 0)
+		fprintf(stderr, "%s: redis-server's log:\n%s%s", cli_prog, buf,
+			buf[n - 1] == '\n' ? "" : "\n");
+}
+
 static int redis_start(struct redis *rs)
 {
 	const char *bin = redis_binary();
@@ -201,8 +220,9 @@ int cluster_scenario(const struct demo_config *cfg, struct demo_outputs *out)
 	if (cfg->runs & RUN_WITH) {
 		r = redis_start(&rs);
 		if (r < 0) {
-			fprintf(stderr, "%s: cannot start redis-server in %s: %s (see %s)\n",
-				cli_prog, rs.dir, strerror(-r), rs.log);
+			fprintf(stderr, "%s: cannot start redis-server in %s: %s\n", cli_prog,
+				rs.dir, r == -ECHILD ? "it exited" : strerror(-r));
+			redis_show_log(&rs); /* redis_stop removes it */
 			redis_stop(&rs);
 			return r;
 		}

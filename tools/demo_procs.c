@@ -211,10 +211,11 @@ static void reap(struct procs_ctx *x, uint32_t i, bool kill_it)
 }
 
 /* Ask every process to finish its call and exit; kill those that do not
- * within the longest call. */
-static void stop_procs(struct procs_ctx *x)
+ * within the longest call, or at once (a stop signal came: a call in the
+ * fault may have seconds to go, and the stop is to be prompt). */
+static void stop_procs(struct procs_ctx *x, bool at_once)
 {
-	uint64_t end = bh_now_ns() + sec_to_ns(2 * x->cfg->fault_latency_s + 5);
+	uint64_t end = at_once ? 0 : bh_now_ns() + sec_to_ns(2 * x->cfg->fault_latency_s + 5);
 
 	atomic_store_explicit(&x->page->stop, 1, memory_order_relaxed);
 	for (uint32_t i = 0; i < x->cfg->procs; i++) {
@@ -241,7 +242,7 @@ static int start_procs(struct procs_ctx *x, enum procs_mode mode)
 			int e = -errno;
 
 			x->pid[i] = 0;
-			stop_procs(x);
+			stop_procs(x, false);
 			fprintf(stderr, "%s: fork: %s\n", cli_prog, strerror(-e));
 			return e;
 		}
@@ -261,7 +262,7 @@ static int start_procs(struct procs_ctx *x, enum procs_mode mode)
 			e = e ? e : -ETIMEDOUT;
 			fprintf(stderr, "%s: %s %u could not open its bulkhead: %s\n", cli_prog,
 				x->sc->unit, i + 1, strerror(-e));
-			stop_procs(x);
+			stop_procs(x, false);
 			return e;
 		}
 	}
@@ -488,7 +489,7 @@ static int run_one(struct procs_ctx *x, enum procs_mode mode, struct procs_run *
 	if (mode == PM_CLUSTER)
 		run->survivors_share = survivors_share(x);
 	backend_set_latency(&x->pay, c->latency_s[DEP_PAY]);
-	stop_procs(x);
+	stop_procs(x, r == -EINTR);
 	sum_counts(x, &t);
 	run->ok = t.ok;
 	run->rejected = t.rejected;
@@ -573,8 +574,11 @@ static int finish(const struct procs_scenario *sc, const struct demo_config *cfg
 	if (r == 0 && out->svg.path && *out->svg.path)
 		printf("\nchart: %s\n", out->svg.path);
 	if (out->kv.f) {
-		fprintf(out->kv.f, "scenario=%s\nlimit=%u\nprocs=%u\n", sc->name, cfg->conc[DEP_PAY],
-			cfg->procs);
+		bool stopped = (runs[0].ran && !runs[0].complete) ||
+			       (runs[1].ran && !runs[1].complete);
+
+		fprintf(out->kv.f, "scenario=%s\nlimit=%u\nprocs=%u\ninterrupted=%d\n", sc->name,
+			cfg->conc[DEP_PAY], cfg->procs, stopped);
 		kv_run(out->kv.f, "local", &runs[0]);
 		kv_run(out->kv.f, "shared", &runs[1]);
 	}

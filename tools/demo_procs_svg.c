@@ -113,6 +113,14 @@ void procs_svg_write(FILE *f, const struct procs_scenario *sc, const struct proc
 	fprintf(f, "<line x1='%d' y1='62' x2='%d' y2='62' stroke='%s' stroke-width='3'/>"
 		   "<text x='%d' y='66' font-size='12'>%s of %u</text>\n", LEFT + 260, LEFT + 284,
 		run_color[1], LEFT + 290, sc->shared_label, limit);
+	for (int i = 0; i < 2; i++) {
+		const struct procs_run *run = i ? shared : local;
+
+		if (run && !run->complete)
+			fprintf(f, "<text x='%d' y='%d' font-size='12' font-weight='bold' "
+				   "fill='#b00'>%s: INTERRUPTED at %.2f s</text>\n",
+				LEFT + 300 * i, H - 8, i ? "shared" : "local", run->stopped_s);
+	}
 	panel(f, &top, "Calls payment served at once (its own count, peak of each second)", c);
 	snprintf(t, sizeof(t), "%u x %u = %u", c->procs, limit, all);
 	hline(f, &top, all, t);
