@@ -12,6 +12,13 @@
  *
  *  - in flight never above the highest limit that can be in force (the
  *    bulkhead's starting limit or a ceiling some controller had);
+ *  - in flight never above the limit in force while no controller is
+ *    attached: the churn leaves about half its swaps a gap of 0.2-2 ms with
+ *    none, where the limit stays put; once every call begun before the
+ *    detach has ended (a generation count, as in stress/common.c), a call
+ *    that took its permits inside the gap is checked against that limit
+ *    exactly (the static ceiling above is loose: it is never below the
+ *    thread count's reach);
  *  - the limit always within the bounds of the controllers that ran;
  *  - every manual sample counted exactly once: for each controller, what
  *    the callers fed it (OK, dropped, ignored) equals what it reports
@@ -52,12 +59,22 @@ static _Atomic int64_t inflight;
 static _Atomic int stop, failed;
 static _Atomic uint64_t calls, busy, timed_out;
 
+/* Call generations and the gaps without a controller. A call registers in
+ * active[call_gen & 1] for its whole length; a gap bumps it after the detach and
+ * waits for the old generation to drain, then opens (strict_epoch odd) with
+ * strict_limit, the limit the detach left; it closes (even) before the next
+ * attach. */
+static _Atomic uint64_t call_gen, active[2], strict_epoch;
+static _Atomic uint32_t strict_limit;
+static _Atomic uint64_t strict_checks, strict_at_limit;
+
 /* The controller in force, its generation and what was fed to it. */
 static pthread_rwlock_t ctl_mu = PTHREAD_RWLOCK_INITIALIZER;
 static bh_adaptive_t *ctl;
 static uint64_t ctl_gen;
 static _Atomic uint64_t fed_ok, fed_dropped, fed_ignored;
 static uint64_t controllers, exact_checks;
+static uint64_t gaps;
 
 static __attribute__((format(printf, 1, 2))) void fail(const char *fmt, ...)
 {
@@ -128,30 +145,66 @@ static void sample(uint64_t *rng, uint64_t rtt)
 	pthread_rwlock_unlock(&ctl_mu);
 }
 
+/* Dekker-style against the gap's gen bump then drain (seq_cst): either the
+ * call sees the new generation and retries, or the gap waits for it. */
+static uint64_t gen_enter(void)
+{
+	for (;;) {
+		uint64_t g = atomic_load(&call_gen);
+
+		atomic_fetch_add(&active[g & 1], 1);
+		if (atomic_load(&call_gen) == g)
+			return g;
+		atomic_fetch_sub(&active[g & 1], 1);
+	}
+}
+
+static void gen_exit(uint64_t g)
+{
+	atomic_fetch_sub(&active[g & 1], 1);
+}
+
 static void one_call(uint64_t *rng)
 {
-	uint64_t t0 = bh_now_ns(), held;
+	uint64_t t0 = bh_now_ns(), held, g = gen_enter(), e0, e1;
 	int r = bh_acquire(bh, 1, t0 + below(rng, 3) * BH_MSEC);
 	int64_t now;
 
 	if (r == -EBUSY || r == -ETIMEDOUT) {
+		gen_exit(g);
 		atomic_fetch_add(r == -EBUSY ? &busy : &timed_out, 1);
 		if (r == -EBUSY)
 			sched_yield(); /* leave the CPU to the holders */
 		return;
 	}
 	if (r != 0) {
+		gen_exit(g);
 		fail("bh_acquire returned %d", r);
 		return;
 	}
+	/* A gap open before the count and still open after it: every call
+	 * counted began after the detach (older ones drained before it opened)
+	 * and took its permits before the next attach, under one limit. */
+	e0 = atomic_load(&strict_epoch);
 	now = atomic_fetch_add(&inflight, 1) + 1;
+	e1 = atomic_load(&strict_epoch);
 	if (now > (int64_t)ceiling)
 		fail("%" PRId64 " in flight, above every limit that can be in force (%u)", now,
 		     ceiling);
+	if ((e0 & 1) && e0 == e1) {
+		uint32_t l = atomic_load(&strict_limit);
+
+		if (now > (int64_t)l)
+			fail("%" PRId64 " in flight, above the limit %u in force with no controller "
+			     "attached", now, l);
+		atomic_fetch_add_explicit(&strict_checks, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&strict_at_limit, now == (int64_t)l, memory_order_relaxed);
+	}
 	pause_ns(below(rng, 100) * 1000);
 	atomic_fetch_sub(&inflight, 1);
 	if ((r = bh_release(bh, 1)) != 0)
 		fail("bh_release returned %d", r);
+	gen_exit(g); /* before the sample: a gap may wait for it */
 	held = bh_now_ns() - t0;
 	sample(rng, held + below(rng, 2) * BH_MSEC);
 	atomic_fetch_add(&calls, 1);
@@ -216,6 +269,25 @@ static bh_adaptive_t *attach_one(uint64_t *rng, uint64_t gen)
 	return a;
 }
 
+/* No controller for a while: the limit stays where the detach left it, and
+ * calls that begin and take their permits in the gap are held to it. */
+static void gap(uint64_t *rng)
+{
+	uint64_t g = atomic_load(&call_gen);
+	uint32_t l = limit_now(), l2;
+
+	atomic_store(&call_gen, g + 1);
+	while (atomic_load(&active[g & 1]) != 0 && !atomic_load(&failed))
+		pause_ns(20 * 1000);
+	atomic_store(&strict_limit, l);
+	atomic_fetch_add(&strict_epoch, 1); /* odd: open */
+	pause_ns((200 + below(rng, 1800)) * 1000);
+	atomic_fetch_add(&strict_epoch, 1); /* even: closed */
+	if ((l2 = limit_now()) != l)
+		fail("the limit moved from %u to %u with no controller attached", l, l2);
+	gaps++;
+}
+
 static void swap_controller(uint64_t *rng)
 {
 	bh_adaptive_t *old, *a;
@@ -230,6 +302,12 @@ static void swap_controller(uint64_t *rng)
 	atomic_store(&fed_dropped, 0);
 	atomic_store(&fed_ignored, 0);
 	check_limit();
+	if (below(rng, 2)) { /* a gap, with the callers' samples going nowhere */
+		ctl = NULL;
+		pthread_rwlock_unlock(&ctl_mu);
+		gap(rng);
+		pthread_rwlock_wrlock(&ctl_mu);
+	}
 	ctl_gen++;
 	a = attach_one(rng, ctl_gen);
 	ctl = a;
@@ -325,8 +403,11 @@ int main(void)
 		return 1;
 	printf("stress_adaptive: PASS seed=0x%016" PRIx64 " controllers=%" PRIu64
 	       " (counts checked exactly %" PRIu64 ") calls=%" PRIu64 " busy=%" PRIu64
-	       " timed_out=%" PRIu64 " | checks: inflight<=%u limit in [%u, %u]\n",
+	       " timed_out=%" PRIu64 " | checks: inflight<=%u limit in [%u, %u]"
+	       " inflight<=limit with no controller %" PRIu64 " (at the limit %" PRIu64
+	       ", gaps %" PRIu64 ")\n",
 	       seed, controllers, exact_checks, atomic_load(&calls), atomic_load(&busy),
-	       atomic_load(&timed_out), ceiling, floor_seen, ceiling);
+	       atomic_load(&timed_out), ceiling, floor_seen, ceiling,
+	       atomic_load(&strict_checks), atomic_load(&strict_at_limit), gaps);
 	return 0;
 }

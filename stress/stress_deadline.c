@@ -30,8 +30,20 @@ struct pair {
 	_Atomic uint64_t deadline;
 	_Atomic uint64_t done;  /* the waiter finished round k */
 	_Atomic bool stop;
+	/* The waiter's last round: its kind and result, read by the holder
+	 * once done says the round is over. */
+	_Atomic int wkind, wresult;
 	uint64_t rounds, res[R_N];
+	/* Timed rounds whose permit came back LATE_NS or more after the
+	 * deadline, and how many of those timed out. */
+	uint64_t late_rounds, late_timeouts;
 };
+
+/* A permit given back this long after a timed waiter's deadline finds it
+ * gone in most rounds: a timeout that fires late shows as none at all. */
+#define LATE_NS (100 * BH_USEC)
+/* At least this many such rounds before the share of timeouts is judged. */
+#define LATE_MIN 200
 
 static struct pair pairs[MAX_PAIRS];
 static struct st_bh *sbs[2 * MAX_PAIRS];
@@ -73,6 +85,7 @@ static void *holder_main(void *arg)
 	st_sharp_timers();
 	for (uint64_t k = 1; st_running(); k++) {
 		uint64_t d;
+		int64_t off;
 
 		struct st_bh *sb = &p->sb[k & 1];
 
@@ -86,10 +99,18 @@ static void *holder_main(void *arg)
 		}
 		/* acquire (via armed): the deadline of this round */
 		d = atomic_load_explicit(&p->deadline, memory_order_relaxed);
-		st_spin_until((uint64_t)((int64_t)d + pick_offset(&p->hrng)));
+		off = pick_offset(&p->hrng);
+		st_spin_until((uint64_t)((int64_t)d + off));
 		st_release(sb, &op);
 		if (!await_value(&p->done, k, &p->stop))
 			break;
+		/* acquire (via done): the waiter's kind and result */
+		if (off >= (int64_t)LATE_NS &&
+		    atomic_load_explicit(&p->wkind, memory_order_relaxed) == SK_TIMED) {
+			p->late_rounds++;
+			p->late_timeouts +=
+				atomic_load_explicit(&p->wresult, memory_order_relaxed) == -ETIMEDOUT;
+		}
 		p->rounds = k;
 	}
 	atomic_store(&p->stop, true);
@@ -128,6 +149,8 @@ static void *waiter_main(void *arg)
 		classify(p, &op, bh_now_ns());
 		if (op.result == 0)
 			st_release(sb, &op);
+		atomic_store_explicit(&p->wkind, (int)op.kind, memory_order_relaxed);
+		atomic_store_explicit(&p->wresult, op.result, memory_order_relaxed);
 		atomic_store_explicit(&p->done, k, memory_order_release);
 	}
 	return NULL;
@@ -137,7 +160,7 @@ int main(void)
 {
 	struct st_rng r;
 	unsigned npairs;
-	uint64_t rounds = 0, res[R_N] = { 0 };
+	uint64_t rounds = 0, res[R_N] = { 0 }, late_rounds = 0, late_timeouts = 0;
 	char outcomes[256], checks[256];
 
 	st_init("stress_deadline");
@@ -173,17 +196,28 @@ int main(void)
 		pthread_join(pairs[i].holder, NULL);
 		pthread_join(pairs[i].waiter, NULL);
 		rounds += pairs[i].rounds;
+		late_rounds += pairs[i].late_rounds;
+		late_timeouts += pairs[i].late_timeouts;
 		for (int k = 0; k < R_N; k++)
 			res[k] += pairs[i].res[k];
 	}
 	st_watchdog_stop();
 	st_outcomes(sbs, 2 * npairs, outcomes, sizeof(outcomes));
+	/* Timeouts fire on time: not one per-call bound (the slack allows for
+	 * a loaded machine) but the share of the rounds the permit came back
+	 * well after the deadline that the timeout won (most of them when
+	 * idle, a tenth or more on a loaded machine or under a sanitizer). */
+	if (late_rounds >= LATE_MIN && late_timeouts * 50 < late_rounds)
+		st_fail("timeouts fire late: in %" PRIu64 " timed rounds the permit came back "
+			"%.0f us or more after the deadline, and only %" PRIu64 " timed out",
+			late_rounds, (double)LATE_NS / 1e3, late_timeouts);
 	for (unsigned i = 0; i < 2 * npairs; i++)
 		st_bh_finish(sbs[i]);
 	st_checks(sbs, 2 * npairs, checks, sizeof(checks));
 	st_pass("pairs=%u rounds=%" PRIu64 " granted_before=%" PRIu64 " granted_after=%" PRIu64
-		" timedout=%" PRIu64 " async_cancelled=%" PRIu64 " not_queued=%" PRIu64 " | %s | %s",
+		" timedout=%" PRIu64 " async_cancelled=%" PRIu64 " not_queued=%" PRIu64
+		" late_release_timedout=%" PRIu64 "/%" PRIu64 " | %s | %s",
 		npairs, rounds, res[R_BEFORE], res[R_AFTER], res[R_TIMEDOUT], res[R_CANCELLED],
-		res[R_MISSED], outcomes, checks);
+		res[R_MISSED], late_timeouts, late_rounds, outcomes, checks);
 	return 0;
 }

@@ -74,6 +74,13 @@
  * victim the killer keeps stopped while it reads its records, if it held
  * the internal lock). */
 #define SLACK_NS ((uint64_t)(env_num("BH_STRESS_SLACK_MS", 1000 * SCALE) * 1e6))
+/* Timeouts fire on time: the per-call slack above allows for a stopped
+ * victim holding the lock, so the bound is on the share of -ETIMEDOUT back
+ * within this of the deadline: at least a tenth (72-100% on a loaded 2-CPU
+ * machine), none when timeouts fire late (a late timeout also turns most of them into grants,
+ * so few are needed to judge). */
+#define PROMPT_NS (2 * BH_MSEC * SCALE)
+#define PROMPT_MIN 20
 /* A death must be processed within this. */
 #define DETECT_NS ((uint64_t)(env_num("BH_STRESS_DETECT_MS", 1000 * SCALE) * 1e6))
 
@@ -102,6 +109,7 @@ struct ext {
 	struct wproc p[MAX_PROCS];
 	_Atomic uint64_t timed_ok, timed_out, busy, tries_ok, async_ok, async_cancel,
 		handed, forever_ok;
+	_Atomic uint64_t timed_out_prompt; /* back within PROMPT_NS of the deadline */
 };
 
 static struct ext *ext;
@@ -367,6 +375,8 @@ static void op_blocking(struct wthread *t, uint32_t n, bool forever)
 		if (end > deadline + SLACK_NS)
 			fail("a wait came back %" PRIu64 " ms after its deadline",
 			     (uint64_t)((end - deadline) / BH_MSEC));
+		if (end <= deadline + PROMPT_NS)
+			atomic_fetch_add(&ext->timed_out_prompt, 1);
 	} else if (r == -EBUSY) {
 		atomic_fetch_add(&ext->busy, 1);
 	} else {
@@ -718,6 +728,11 @@ static int finish(bulkhead_t *bh, struct tally *t)
 		fail("not every permit is back exactly once");
 	if (atomic_load(&ext->inflight) != 0)
 		fail("the outside count ends at %" PRId64, atomic_load(&ext->inflight));
+	if (atomic_load(&ext->timed_out) >= PROMPT_MIN &&
+	    atomic_load(&ext->timed_out_prompt) * 10 < atomic_load(&ext->timed_out))
+		fail("timeouts fire late: %" PRIu64 " of %" PRIu64 " came back within %d ms of the "
+		     "deadline", atomic_load(&ext->timed_out_prompt), atomic_load(&ext->timed_out),
+		     (int)(PROMPT_NS / BH_MSEC));
 	if ((int64_t)st.reclaimed != t->reclaimed)
 		fail("reclaimed %llu in all, the kills account for %" PRId64,
 		     (unsigned long long)st.reclaimed, t->reclaimed);
@@ -792,12 +807,13 @@ int main(void)
 	       ") reclaimed=%" PRId64
 	       " rebuilds=%" PRIu64 " | ok: timed=%" PRIu64 " forever=%" PRIu64 " async=%" PRIu64
 	       " | timed_out=%" PRIu64 " busy=%" PRIu64 " cancelled=%" PRIu64 " handed=%" PRIu64
-	       " ops(last workers)=%" PRIu64 "\n",
+	       " ops(last workers)=%" PRIu64 " timed_out_within_%dms=%" PRIu64 "\n",
 	       seed, t.kills, t.inside, t.natural, (double)t.detect_max_ns / 1e6, t.recoverers,
 	       t.reclaimed,
 	       rebuilds, atomic_load(&ext->timed_ok),
 	       atomic_load(&ext->forever_ok), atomic_load(&ext->async_ok),
 	       atomic_load(&ext->timed_out), atomic_load(&ext->busy),
-	       atomic_load(&ext->async_cancel), atomic_load(&ext->handed), ops);
+	       atomic_load(&ext->async_cancel), atomic_load(&ext->handed), ops,
+	       (int)(PROMPT_NS / BH_MSEC), atomic_load(&ext->timed_out_prompt));
 	return 0;
 }

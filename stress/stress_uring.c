@@ -436,6 +436,11 @@ static void checkpoint(void)
 		waiting += workers[i].waiting;
 		check_tracker(&workers[i]);
 	}
+	/* The books, not the library's own count, against the limit: a take
+	 * past the limit shows in both of the library's counts alike. */
+	if (held > LIMIT)
+		VIOLATION("the books hold %llu permits, above the limit %d", (unsigned long long)held,
+			  LIMIT);
 	if (st.in_flight + st.queued != held + waiting || st.queued > waiting || st.in_flight < held)
 		VIOLATION("bulkhead in_flight %llu + queued %llu != books: held %llu + waiting %llu",
 			  (unsigned long long)st.in_flight, (unsigned long long)st.queued,
