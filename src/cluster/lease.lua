@@ -135,9 +135,12 @@ local L = meta.L
 -- Max-min fair targets (water filling over the wants), then what no one
 -- wants split evenly, so that idle instances have room for a burst; and
 -- what every other live instance keeps counted. A split that does not come
--- out even gives its odd permits in turn, a new turn every lease, so that
--- no instance keeps the short end (with fewer permits than instances, the
--- same instances would otherwise get 0 forever).
+-- out even gives its odd permits by id. Only when the split is 0 (fewer
+-- permits than instances that want them) do they go in turn, a new turn
+-- every lease, or the same instances would get 0 forever. Otherwise the
+-- order stays put: every instance judges the turn at its own renewal, and
+-- a turn that moved between two renewals would leave an odd permit to
+-- nobody for the renewals it takes to move it.
 inst[id] = nil
 local wants, others, n = { { want, id } }, 0, 1
 for k, v in pairs(inst) do
@@ -151,10 +154,11 @@ table.sort(wants, function(a, b)
 	end
 	return a[2] < b[2]
 end)
--- The caller's place among ids (sorted), counted from this lease's turn.
-local function turn(ids)
+-- The caller's place among ids (sorted), counted from this lease's turn
+-- when they rotate, else from the first.
+local function turn(ids, rotate)
 	table.sort(ids)
-	local start = math.floor(now / meta.T) % #ids
+	local start = rotate and math.floor(now / meta.T) % #ids or 0
 	for i, k in ipairs(ids) do
 		if k == id then
 			return (i - 1 - start) % #ids + 1
@@ -174,11 +178,12 @@ for _, w in ipairs(wants) do
 end
 if #short > 0 then
 	-- Those left want more than an even split of what is left: each gets
-	-- that split, and the odd permits go round (level + 1 <= their want).
+	-- that split, and the odd permits go by id, in turn when the split is 0
+	-- (level + 1 <= their want).
 	local level = math.floor(left / #short)
 	if target == nil then
 		target = level
-		if turn(short) <= left - level * #short then
+		if turn(short, level == 0) <= left - level * #short then
 			target = target + 1
 		end
 	end
@@ -188,7 +193,7 @@ else
 		all[i] = w[2]
 	end
 	target = target + math.floor(left / n)
-	if turn(all) <= left % n then
+	if turn(all, false) <= left % n then
 		target = target + 1
 	end
 end
