@@ -2,8 +2,9 @@
 # `make install` (into a temporary DESTDIR) installs what the README and
 # the man pages tell a user to run and read:
 #   - the commands, bulkhead-size and bulkhead-demo, and they run;
-#   - every page of docs/man/ (the bh_uring_* pages exactly when
-#     <bulkhead/uring.h> is installed), each with this version in its .TH;
+#   - every page of docs/man/ (the bh_uring_* and bh_cluster_* pages exactly
+#     when <bulkhead/uring.h>, <bulkhead/cluster.h> are installed), each with
+#     this version in its .TH;
 #   - docs/*.md in the documentation directory, including every docs/*.md
 #     the README or a man page names.
 # What is expected comes from the source tree, not from the Makefile's
@@ -37,13 +38,18 @@ done
 
 uring=no
 [ -f "$root$includedir/bulkhead/uring.h" ] && uring=yes
+cluster=no
+[ -f "$root$includedir/bulkhead/cluster.h" ] && cluster=yes
 pages=0
 for src in "$top_srcdir"/docs/man/*.[1-9]; do
 	base=$(basename "$src")
 	page="$root$mandir/man${base##*.}/$base"
-	case $base:$uring in
-	bh_uring_*:no)
+	case $base:$uring:$cluster in
+	bh_uring_*:no:*)
 		[ ! -e "$page" ] || fail "$base is installed without <bulkhead/uring.h>"
+		continue ;;
+	bh_cluster_*:*:no)
+		[ ! -e "$page" ] || fail "$base is installed without <bulkhead/cluster.h>"
 		continue ;;
 	esac
 	pages=$((pages + 1))
@@ -65,4 +71,4 @@ for named in $(cat "$top_srcdir/README.md" "$top_srcdir"/docs/man/*.[1-9] |
 done
 
 [ "$fails" -eq 0 ] || exit 1
-echo "ok: 2 commands, $pages man pages (io_uring: $uring) and $docs documents installed; pages say libbulkhead $VERSION"
+echo "ok: 2 commands, $pages man pages (io_uring: $uring, cluster: $cluster) and $docs documents installed; pages say libbulkhead $VERSION"

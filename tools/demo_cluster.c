@@ -26,7 +26,6 @@
 #include "demo_procs.h"
 #ifdef HAVE_HIREDIS
 #include "bulkhead/cluster.h"
-#endif
 
 /* redis-server as REDIS_SERVER names it, or found on PATH; NULL: none. */
 static const char *redis_binary(void)
@@ -48,6 +47,7 @@ static const char *redis_binary(void)
 	}
 	return NULL;
 }
+#endif
 
 const char *cluster_unavailable(void)
 {
