@@ -800,6 +800,85 @@ static void test_fork_child_holds_nothing(void **state)
 	shm_done(bh, name);
 }
 
+/* The same after the parent's fast paths ran: its thread keeps the slot it
+ * used last, and the child's only thread is that thread. A child that kept
+ * it would give back the parent's permit and hold its own in the parent's
+ * ledger, where its death would not reclaim it. */
+static void test_fork_child_forgets_the_parents_slot(void **state)
+{
+	const char *name = uniq("forklast");
+	bulkhead_t *bh = shm_make(name, 4, 0, 0);
+	struct child c;
+	struct bh_stats st;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) { /* the plain pair, its slot kept */
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0);
+	}
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	c = spawn(child_of_holder, bh);
+	assert_int_equal(hear(c.rd), -EOVERFLOW);
+	assert_int_equal(hear(c.rd), 0);
+	assert_int_equal(hear(c.rd), 2);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	say(c.wr, 0);
+	assert_int_equal(reap(&c), 0);
+	await_in_flight(bh, 1, BH_SEC);
+	st = stats_of(bh);
+	assert_int_equal(st.reclaimed, 1);
+	assert_int_equal(st.processes, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	shm_done(bh, name);
+}
+
+/* A thread's fast paths keep the slot of the handle it used last. A handle
+ * destroyed and another opened in its place (malloc tends to give back the
+ * same block) must not inherit it: the old slot is in an unmapped segment,
+ * or in a mapped one of another bulkhead. A page mapped into the hole each
+ * detach leaves keeps the next segment from landing where the last one
+ * was, which would put the old slot's address on the new one's same slot
+ * and hide the mistake. Each round checks the new bulkhead's own counts. */
+static void test_reopened_handle_uses_its_own_slot(void **state)
+{
+	char names[2][64];
+	const void *seen[6];
+	void *pad[6];
+	int same = 0;
+
+	(void)state;
+	snprintf(names[0], sizeof(names[0]), "%s", uniq("reopenA"));
+	snprintf(names[1], sizeof(names[1]), "%s", uniq("reopenB"));
+	for (int i = 0; i < 6; i++) {
+		struct bh_config cfg = { .max_concurrent = 2 };
+		bulkhead_t *bh = NULL;
+		struct bh_stats st;
+
+		assert_int_equal(bh_shm_open(names[i % 2], &cfg, BH_SHM_CREATE, &bh), 0);
+		seen[i] = bh;
+		same += i > 0 && seen[i] == seen[i - 1];
+		for (int k = 0; k < 3; k++) {
+			assert_int_equal(bh_try_acquire(bh, 1), 0);
+			assert_int_equal(bh_release(bh, 1), 0);
+		}
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		st = stats_of(bh);
+		assert_int_equal(st.acquired, 4 + 4 * (i / 2));
+		assert_int_equal(st.in_flight, 1);
+		assert_int_equal(bh_release(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+		bh_destroy(bh);
+		pad[i] = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		assert_true(pad[i] != MAP_FAILED);
+	}
+	for (int i = 0; i < 6; i++)
+		munmap(pad[i], 4096);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(bh_shm_unlink(names[i]), 0);
+	print_message("a handle reused its predecessor's address in %d of 5 reopens\n", same);
+}
+
 struct first_use {
 	bulkhead_t *bh;
 	pthread_barrier_t *bar;
@@ -1254,6 +1333,8 @@ int main(void)
 		cmocka_unit_test(test_double_release_race),
 		cmocka_unit_test(test_double_release_race_fenced),
 		cmocka_unit_test(test_fork_child_holds_nothing),
+		cmocka_unit_test(test_fork_child_forgets_the_parents_slot),
+		cmocka_unit_test(test_reopened_handle_uses_its_own_slot),
 		cmocka_unit_test(test_fork_child_threads_register_at_once),
 		cmocka_unit_test(test_detach_returns_holdings),
 		cmocka_unit_test(test_exec_counts_as_death),

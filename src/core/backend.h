@@ -98,20 +98,26 @@ struct bhs_att;
 
 /* A zeroed handle, not yet bound (NULL: no memory). */
 bulkhead_t *bhi_ext_alloc(void);
-/* Bind it to attachment a: the word, no slots, the futex ops, the lock, and
- * the attachment's flags and name. Before the handle is shared. */
-void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, uint32_t flags, const char *name);
+/* Bind it to attachment a, whose segment's word is word: the handle's own
+ * word, no slots, the futex ops, the lock, the attachment's flags and name,
+ * and a new id. Before the handle is shared. */
+void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, _Atomic uint64_t *word, uint32_t flags,
+		  const char *name);
 /* Free a handle from bhi_ext_alloc, bound or not. */
 void bhi_ext_free(bulkhead_t *bh);
 
-/* Where struct bulkhead keeps the attachment, for the backend's fast paths
- * to load as the core does (internal.h asserts it; the sample sink's place,
- * BHI_SINK_OFFSET, is layer.h's). */
+/* Where struct bulkhead keeps its id, its flags, the attachment and the
+ * segment's word, all in its first cache line, for the backend's fast paths
+ * to load as the core does (internal.h asserts them; the sample sink's
+ * place, BHI_SINK_OFFSET, is layer.h's). */
+#define BHI_ID_OFFSET 8
+#define BHI_FLAGS_OFFSET 16
 #if UINTPTR_MAX > UINT32_MAX
 #define BHI_EXT_OFFSET 48
 #else
 #define BHI_EXT_OFFSET 40
 #endif
+#define BHI_EXT_WORD_OFFSET (BHI_EXT_OFFSET + sizeof(void *))
 
 /* A host-wide handle's attachment (written once, before it is shared). */
 static inline struct bhs_att *bhi_ext_of(const bulkhead_t *bh)
@@ -119,6 +125,28 @@ static inline struct bhs_att *bhi_ext_of(const bulkhead_t *bh)
 	struct bhs_att *const *p = (const void *)((const char *)bh + BHI_EXT_OFFSET);
 
 	return *p;
+}
+
+/* A host-wide handle's segment word: one load from the handle, where the
+ * attachment's pointer to its segment would be two (written once, before
+ * the handle is shared). */
+static inline _Atomic uint64_t *bhi_ext_word(const bulkhead_t *bh)
+{
+	_Atomic uint64_t *const *p = (const void *)((const char *)bh + BHI_EXT_WORD_OFFSET);
+
+	return *p;
+}
+
+/* The handle's id: no other handle, freed or alive, ever had it. */
+static inline uint64_t bhi_id_of(const bulkhead_t *bh)
+{
+	return *(const uint64_t *)(const void *)((const char *)bh + BHI_ID_OFFSET);
+}
+
+/* The handle's BH_* flags (with the core's own bits). */
+static inline uint32_t bhi_flags_of(const bulkhead_t *bh)
+{
+	return *(const uint32_t *)(const void *)((const char *)bh + BHI_FLAGS_OFFSET);
 }
 
 #endif /* BH_CORE_BACKEND_H */

@@ -36,11 +36,17 @@ static int check_config(const struct bh_config *cfg)
 	return 0;
 }
 
+/* Every handle's id, host-wide ones too (a 64-bit count never wraps). */
+static _Atomic uint64_t next_id;
+
+static uint64_t new_id(void)
+{
+	return atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
+}
+
 static void set_name(struct bulkhead *bh, const char *name)
 {
-	static _Atomic uint64_t next_id;
-
-	bh->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
+	bh->id = new_id();
 	if (name)
 		memcpy(bh->name, name, strlen(name) + 1);
 	else
@@ -147,12 +153,15 @@ bulkhead_t *bhi_ext_alloc(void)
 				  BHI_CACHELINE);
 }
 
-void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, uint32_t flags, const char *name)
+void bhi_ext_init(bulkhead_t *bh, struct bhs_att *a, _Atomic uint64_t *word, uint32_t flags,
+		  const char *name)
 {
 	atomic_init(&bh->word, BHI_WORD_EXT);
 	bh->flags = flags | BHI_EXT;
 	bh->nslots = 0;
 	bh->ext = a;
+	bh->ext_word = word;
+	bh->id = new_id();
 	bh->sync = &bhi_futex_ops;
 	pthread_mutex_init(&bh->lock, NULL);
 	snprintf(bh->name, sizeof(bh->name), "%s", name);

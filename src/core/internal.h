@@ -70,7 +70,7 @@ BHI_LIST_DEFINE(bhi_qlist, struct bh_qlink, next, prev)
 struct bulkhead {
 	/* Line 1: what every fast path reads. */
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t word;
-	uint64_t block_mask; /* word bits that stop a newcomer */
+	uint64_t id; /* unique: no two handles ever share one */
 	uint32_t flags;
 	uint32_t queue_cap;
 	uint32_t nslots; /* exclusive slots; slots[nslots] is shared */
@@ -81,6 +81,7 @@ struct bulkhead {
 	 * fast path fails on values it loads anyway and the cold paths hand
 	 * the call over. NULL for a process-local bulkhead. */
 	struct bhs_att *ext;
+	_Atomic uint64_t *ext_word; /* its segment's word, for the fast paths' CAS */
 
 	/* Line 2: the slow path. */
 	_Alignas(BHI_CACHELINE) pthread_mutex_t lock;
@@ -102,7 +103,6 @@ struct bulkhead {
 	/* The highest count of releases bh_stats has reported (observe.c). */
 	_Atomic uint64_t released_seen;
 
-	uint64_t id;
 	char name[BH_NAME_MAX];
 	struct bhi_hist wait, wait_failed;
 	struct bhi_hist *hold; /* BHI_HOLD_SHARDS of them with BH_TRACK_HOLD */
@@ -114,6 +114,11 @@ struct bulkhead {
 /* What a backend's fast paths load without seeing this struct (backend.h). */
 _Static_assert(offsetof(struct bulkhead, ext) == BHI_EXT_OFFSET, "BHI_EXT_OFFSET");
 _Static_assert(offsetof(struct bulkhead, sink) == BHI_SINK_OFFSET, "BHI_SINK_OFFSET");
+_Static_assert(offsetof(struct bulkhead, id) == BHI_ID_OFFSET, "BHI_ID_OFFSET");
+_Static_assert(offsetof(struct bulkhead, flags) == BHI_FLAGS_OFFSET, "BHI_FLAGS_OFFSET");
+_Static_assert(offsetof(struct bulkhead, ext_word) == BHI_EXT_WORD_OFFSET, "BHI_EXT_WORD_OFFSET");
+_Static_assert(offsetof(struct bulkhead, ext_word) + sizeof(void *) <= BHI_CACHELINE,
+	       "a host-wide fast path reads line 1 only");
 
 /* Internal hooks (hidden symbols; tests and stress link the static core). */
 void bhi_set_sync_ops(bulkhead_t *bh, const struct bhi_sync_ops *ops);

@@ -55,6 +55,48 @@ static inline struct bhs_slot *my_slot(const struct bhs_att *a)
 	return BHI_LIKELY(i < BHS_TMAP) ? a->tmap[i] : NULL;
 }
 
+/* The handle this thread used last, by id, and its slot there. After a
+ * locked RMW every load waits for it, so the chain of loads that finds the
+ * slot is paid in full on every take and give: the thread index, then the
+ * attachment's map (which needs the attachment), three deep with the
+ * thread-local variable's offset; here two, and the attachment is not
+ * needed at all (with the segment's word in the handle: docs/performance.md
+ * has the figures). Ids are never reused, so a handle freed and another
+ * allocated at its address never matches. The slot of a thread's index is
+ * fixed for the attachment's life in a process; a fork child's only thread
+ * forgets it (bhs_forget_last), as the child drops the parent's slots.
+ * UINT64_MAX: none (ids count up from 0 and never get there). */
+struct bhs_last {
+	uint64_t id;
+	struct bhs_slot *s;
+};
+
+static __thread struct bhs_last last __attribute__((tls_model("initial-exec"))) = { UINT64_MAX,
+										      NULL };
+
+static inline bool last_was(const bulkhead_t *bh)
+{
+	return BHI_LIKELY(last.id == bhi_id_of(bh));
+}
+
+/* my_slot(), remembered for bh's next calls. */
+static inline struct bhs_slot *my_slot_kept(const bulkhead_t *bh, const struct bhs_att *a)
+{
+	struct bhs_slot *s = my_slot(a);
+
+	if (s) {
+		last.id = bhi_id_of(bh);
+		last.s = s;
+	}
+	return s;
+}
+
+void bhs_forget_last(void)
+{
+	last.id = UINT64_MAX;
+	last.s = NULL;
+}
+
 /* Take a free slot for this process: lock-free, the owner word decides.
  * acquire: pairs with the release that freed it (reclaim.c), so the
  * counters we continue are the last ones written. */
@@ -216,10 +258,9 @@ bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 
 /* take_on() for one permit, through the slot's in word: its count is the
  * record and the count of the acquire in one store. */
-static inline __attribute__((always_inline)) bool take1_on(struct bhs_att *a,
+static inline __attribute__((always_inline)) bool take1_on(_Atomic uint64_t *word,
 							   struct bhs_slot *s)
 {
-	_Atomic uint64_t *word = &a->seg->word;
 	uint64_t in = win_open_on(&s->in);
 	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
 
@@ -306,9 +347,9 @@ static inline uint64_t held1_of(struct bhs_slot *s, uint64_t out)
 }
 
 /* give_on() for one permit, through the slot's out word. */
-static inline __attribute__((always_inline)) int give1_on(struct bhs_att *a, struct bhs_slot *s)
+static inline __attribute__((always_inline)) int give1_on(struct bhs_att *a, struct bhs_slot *s,
+							  _Atomic uint64_t *word)
 {
-	_Atomic uint64_t *word = &a->seg->word;
 	uint64_t out = win_open_on(&s->out);
 	uint64_t w;
 
@@ -502,7 +543,8 @@ bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 	struct bhs_att *a = att_of(bh);
 	struct bhs_slot *s = my_slot(a);
 
-	if (BHI_LIKELY(s != NULL) && (n == 1 ? take1_on(a, s) : take_on(a, s, n, counts(a)))) {
+	if (BHI_LIKELY(s != NULL) &&
+	    (n == 1 ? take1_on(bhi_ext_word(bh), s) : take_on(a, s, n, counts(a)))) {
 		if (BHI_UNLIKELY(a->flags & BH_TRACK_HOLD))
 			bhs_hold_begin(a, n);
 		return true;
@@ -512,16 +554,17 @@ bool bhs_take_fast(bulkhead_t *bh, uint32_t n)
 
 /* The entry points the core hands a host-wide handle to whole (as tail
  * calls from its entry points): the fast take or give of one permit first,
- * on this thread's own slot, and everything else by tail call, so the
- * common path calls nothing and saves no register (the shape of the core's
- * own fast path, src/core/word.c). One permit's in and out words count
- * whatever the flags, and bhs_stats() reads them only without
+ * on the slot this thread used last with this handle, and everything else
+ * by tail call, so the common path calls nothing and saves no register
+ * (the shape of the core's own fast path, src/core/word.c). Each loads only
+ * the handle's first line and the thread's own: the id, the flags and the
+ * segment's word are the handle's (backend.h). One permit's in and out
+ * words count whatever the flags, and bhs_stats() reads them only without
  * BH_NO_STATS; n > 1 of BH_NO_STATS has its own copy (quiet()), and
  * BH_TRACK_HOLD goes the slow way. */
-static inline bool plain(const struct bhs_att *a, const struct bhs_slot *s, uint32_t n)
+static inline bool plain(const bulkhead_t *bh, uint32_t n)
 {
-	return BHI_LIKELY(s != NULL) && BHI_LIKELY(n == 1) &&
-	       BHI_LIKELY(!(a->flags & BH_TRACK_HOLD));
+	return BHI_LIKELY(n == 1) && BHI_LIKELY(!(bhi_flags_of(bh) & BH_TRACK_HOLD));
 }
 
 static inline bool quiet(const struct bhs_att *a, const struct bhs_slot *s, uint32_t n)
@@ -530,8 +573,17 @@ static inline bool quiet(const struct bhs_att *a, const struct bhs_slot *s, uint
 	       (a->flags & (BH_TRACK_HOLD | BH_NO_STATS)) == BH_NO_STATS;
 }
 
-static __attribute__((noinline)) int try_rest(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
+/* Not the thread's last handle, or not one plain permit, or no permit free:
+ * find the slot the long way (and keep it), the plain take if the entry
+ * point could not try it, then the rest. */
+static __attribute__((noinline)) int try_rest(bulkhead_t *bh, uint32_t n)
 {
+	struct bhs_att *a = att_of(bh);
+	bool missed = !last_was(bh); /* else the entry point tried plain() */
+	struct bhs_slot *s = my_slot_kept(bh, a);
+
+	if (missed && s && plain(bh, n) && take1_on(bhi_ext_word(bh), s))
+		return 0;
 	if (quiet(a, s, n) && take_on(a, s, n, false))
 		return 0;
 	return bhs_try_slow(a, n);
@@ -539,17 +591,20 @@ static __attribute__((noinline)) int try_rest(struct bhs_att *a, struct bhs_slot
 
 BHI_HOT_ENTRY int bhs_try_acquire(bulkhead_t *bh, uint32_t n)
 {
-	struct bhs_att *a = att_of(bh);
-	struct bhs_slot *s = my_slot(a);
-
-	if (plain(a, s, n) && take1_on(a, s))
+	if (last_was(bh) && plain(bh, n) && take1_on(bhi_ext_word(bh), last.s))
 		return 0;
-	return try_rest(a, s, n);
+	return try_rest(bh, n);
 }
 
-static __attribute__((noinline)) int acquire_rest(struct bhs_att *a, struct bhs_slot *s,
-						  uint32_t n, uint64_t deadline_ns)
+static __attribute__((noinline)) int acquire_rest(bulkhead_t *bh, uint32_t n,
+						  uint64_t deadline_ns)
 {
+	struct bhs_att *a = att_of(bh);
+	bool missed = !last_was(bh); /* else the entry point tried plain() */
+	struct bhs_slot *s = my_slot_kept(bh, a);
+
+	if (missed && s && plain(bh, n) && take1_on(bhi_ext_word(bh), s))
+		return 0;
 	if (quiet(a, s, n) && take_on(a, s, n, false))
 		return 0;
 	return bhs_acquire_slow(a, n, deadline_ns);
@@ -557,23 +612,24 @@ static __attribute__((noinline)) int acquire_rest(struct bhs_att *a, struct bhs_
 
 BHI_HOT_ENTRY int bhs_acquire(bulkhead_t *bh, uint32_t n, uint64_t deadline_ns)
 {
-	struct bhs_att *a = att_of(bh);
-	struct bhs_slot *s = my_slot(a);
-
-	if (plain(a, s, n) && take1_on(a, s))
+	if (last_was(bh) && plain(bh, n) && take1_on(bhi_ext_word(bh), last.s))
 		return 0;
-	return acquire_rest(a, s, n, deadline_ns);
+	return acquire_rest(bh, n, deadline_ns);
 }
 
-/* Everything but a plain give on this thread's own slot: the quiet copy,
- * the slow path (which tries the fast give first), and the hold that ended. */
+/* Everything but a plain give on the thread's last handle: the plain give
+ * found the long way, the quiet copy, the slow path (which tries the fast
+ * give first), and the hold that ended. */
 static __attribute__((noinline)) int release_rest(bulkhead_t *bh, uint64_t n)
 {
 	struct bhs_att *a = att_of(bh);
-	struct bhs_slot *s = my_slot(a);
+	bool missed = !last_was(bh); /* else the entry point tried plain() */
+	struct bhs_slot *s = my_slot_kept(bh, a);
 	uint64_t ns;
 	int r;
 
+	if (missed && s && plain(bh, (uint32_t)n) && give1_on(a, s, bhi_ext_word(bh)) == GIVE_OK)
+		return 0;
 	if (quiet(a, s, (uint32_t)n) && give_on(a, s, (uint32_t)n, false) == GIVE_OK)
 		return 0;
 	r = bhs_release_slow(a, (uint32_t)n);
@@ -585,11 +641,10 @@ static __attribute__((noinline)) int release_rest(bulkhead_t *bh, uint64_t n)
 
 BHI_HOT_ENTRY int bhs_release(bulkhead_t *bh, uint32_t n32)
 {
-	struct bhs_att *a = att_of(bh);
-	struct bhs_slot *s = my_slot(a);
 	uint64_t n = n32; /* one register for the give's sums and the tail call */
 
-	if (plain(a, s, n32) && BHI_LIKELY(give1_on(a, s) == GIVE_OK))
+	if (last_was(bh) && plain(bh, n32) &&
+	    BHI_LIKELY(give1_on(att_of(bh), last.s, bhi_ext_word(bh)) == GIVE_OK))
 		return 0;
 	return release_rest(bh, n);
 }

@@ -297,6 +297,7 @@ static void fork_parent(void)
  * one of its own. Its first use of the handle registers it afresh. */
 static void fork_child(void)
 {
+	bhs_forget_last();
 	for (struct bhs_att *a = reg_head; a; a = a->next) {
 		char proc[64];
 		int fd;
@@ -436,7 +437,7 @@ int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, b
 		bhi_ext_free(bh);
 		return r;
 	}
-	bhi_ext_init(bh, a, a->flags, a->name);
+	bhi_ext_init(bh, a, &a->seg->word, a->flags, a->name);
 	*out = bh;
 	return 0;
 }
