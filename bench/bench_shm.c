@@ -336,7 +336,11 @@ int main(int argc, char **argv)
 	long iters = 5000000;
 	double pair[I_COUNT][32], cont[2][I_COUNT][32], mp[I_COUNT], mc[2][I_COUNT];
 	const unsigned permits[2] = { 1, 4 };
-	char dir[] = "/tmp/bh-bench-shm.XXXXXX";
+	/* tmpfs, where host-wide bulkheads live by default: a segment on a disk
+	 * file system would have its pages written back, and faulted writable
+	 * again, in the middle of the measurement */
+	char shm_dir[] = "/dev/shm/bh-bench-shm.XXXXXX", tmp_dir[] = "/tmp/bh-bench-shm.XXXXXX";
+	char *dir = NULL;
 
 	while ((c = getopt_long(argc, argv, "qr:m:i:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -358,7 +362,8 @@ int main(int argc, char **argv)
 		}
 	}
 	reps = reps < 1 ? 1 : reps > 32 ? 32 : reps;
-	if (!getenv("BH_SHM_DIR") && mkdtemp(dir))
+	if (!getenv("BH_SHM_DIR") &&
+	    ((dir = mkdtemp(shm_dir)) != NULL || (dir = mkdtemp(tmp_dir)) != NULL))
 		setenv("BH_SHM_DIR", dir, 1);
 	bench_print_machine(stdout);
 	calibrate();
@@ -401,7 +406,7 @@ int main(int argc, char **argv)
 	printf("host-wide vs SysV SEM_UNDO: %.1fx faster (target >= 20x)\n", rr[1]);
 	printf("host-wide vs sem_t contended: %.2fx (1 permit), %.2fx (4 permits) (target >= 1x)\n",
 	       rr[2], rr[3]);
-	if (!strcmp(getenv("BH_SHM_DIR"), dir))
+	if (dir)
 		rmdir(dir);
 	return 0;
 }
