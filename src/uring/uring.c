@@ -152,7 +152,8 @@ static inline void arm(bh_uring_t *t, const struct sq_view *v, struct bh_uring_o
 	op->n = n;
 	op->sqe_idx = idx;
 	memcpy((char *)op + offsetof(struct bh_uring_op, nr), &counts, sizeof(counts));
-	flight_start_set(op, start);
+	if (start) /* read only with OPF_TIMED: no store to the union's line */
+		flight_start_set(op, start);
 	for (unsigned i = 0; i < nr; i++) {
 		sqes[i] = sqe_in(v, idx + i);
 		sqes[i]->user_data = ud; /* tracked from now on, even if submitted early */
