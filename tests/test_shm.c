@@ -8,6 +8,7 @@
 
 #include "bulkhead/metrics.h"
 #include "shmutil.h"
+#include "core/layer.h" /* bhi_tindex */
 #include "shm/seg.h"
 #include "shm/dispatch.h"
 
@@ -879,6 +880,125 @@ static void test_reopened_handle_uses_its_own_slot(void **state)
 	print_message("a handle reused its predecessor's address in %d of 5 reopens\n", same);
 }
 
+/* A thread's late calls, from a destructor of a key of its own that runs
+ * after the library's (tindex.c gives the thread's index back there, and
+ * a later call takes a fresh one), while a new thread already has the old
+ * index, and with it the old slot. Each slot has one writer: if the late
+ * calls kept using the slot the exited index maps to, the two threads'
+ * windows on its in and out words would lose counts, and with them
+ * permits. */
+#define LATE_ROUNDS 5
+#define LATE_PAIRS 200000
+
+struct late {
+	bulkhead_t *bh;
+	pthread_key_t key;
+	pthread_barrier_t *gone, *go;
+	int rounds, bad;
+	uint32_t index;
+};
+
+static void late_pairs(struct late *l)
+{
+	for (int i = 0; i < l->rounds; i++) {
+		l->bad += bh_try_acquire(l->bh, 1) != 0;
+		l->bad += bh_release(l->bh, 1) != 0;
+	}
+}
+
+static void late_dtor(void *arg)
+{
+	struct late *l = arg;
+
+	pthread_barrier_wait(l->gone); /* our index is free: the sibling takes it */
+	pthread_barrier_wait(l->go);
+	late_pairs(l);
+}
+
+static void *late_exiting(void *arg)
+{
+	struct late *l = arg;
+
+	for (int i = 0; i < 3; i++) { /* the plain pair, its slot kept */
+		l->bad += bh_try_acquire(l->bh, 1) != 0;
+		l->bad += bh_release(l->bh, 1) != 0;
+	}
+	l->index = bhi_tindex;
+	pthread_setspecific(l->key, l);
+	return NULL;
+}
+
+static void *late_sibling(void *arg)
+{
+	struct late *l = arg;
+
+	l->bad += bh_try_acquire(l->bh, 1) != 0;
+	l->bad += bh_release(l->bh, 1) != 0;
+	l->index = bhi_tindex;
+	pthread_barrier_wait(l->go);
+	late_pairs(l);
+	return NULL;
+}
+
+static int late_calls(void *arg, int out, int in)
+{
+	bulkhead_t *bh = arg;
+	pthread_barrier_t gone, go;
+	pthread_key_t key;
+	struct bh_stats st;
+	int bad = 0, same = 0;
+
+	(void)in;
+	/* the library's key first (this thread has an index), then ours */
+	if (bh_try_acquire(bh, 1) != 0 || bh_release(bh, 1) != 0 ||
+	    pthread_key_create(&key, late_dtor) != 0)
+		return 1;
+	pthread_barrier_init(&gone, NULL, 2);
+	pthread_barrier_init(&go, NULL, 2);
+	for (int round = 0; round < LATE_ROUNDS; round++) {
+		struct late x = { bh, key, &gone, &go, LATE_PAIRS, 0, 0 }, y = x;
+		pthread_t tx, ty;
+
+		if (pthread_create(&tx, NULL, late_exiting, &x) != 0)
+			return 1;
+		pthread_barrier_wait(&gone);
+		if (pthread_create(&ty, NULL, late_sibling, &y) != 0)
+			return 1;
+		pthread_join(tx, NULL);
+		pthread_join(ty, NULL);
+		same += x.index == y.index; /* the scenario: the sibling took the index */
+		bad += x.bad + y.bad;
+	}
+	st = stats_of(bh);
+	print_message("late calls: %d failed calls, in_flight %llu, acquired %llu, released %llu\n",
+		      bad, (unsigned long long)st.in_flight, (unsigned long long)st.acquired,
+		      (unsigned long long)st.released);
+	say(out, same);
+	say(out, bad);
+	say(out, (int)st.in_flight);
+	say(out, st.acquired == 1 + LATE_ROUNDS * (3 + 1 + 2 * (uint64_t)LATE_PAIRS));
+	say(out, st.released == st.acquired);
+	return 0;
+}
+
+static void test_late_calls_after_index_reuse(void **state)
+{
+	const char *name = uniq("late");
+	bulkhead_t *bh = shm_make(name, 8, 0, 0);
+	struct child c;
+
+	(void)state;
+	c = spawn(late_calls, bh);
+	assert_int_equal(hear(c.rd), LATE_ROUNDS);
+	assert_int_equal(hear(c.rd), 0);
+	assert_int_equal(hear(c.rd), 0);
+	assert_int_equal(hear(c.rd), 1);
+	assert_int_equal(hear(c.rd), 1);
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	shm_done(bh, name);
+}
+
 struct first_use {
 	bulkhead_t *bh;
 	pthread_barrier_t *bar;
@@ -1335,6 +1455,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_holds_nothing),
 		cmocka_unit_test(test_fork_child_forgets_the_parents_slot),
 		cmocka_unit_test(test_reopened_handle_uses_its_own_slot),
+		cmocka_unit_test(test_late_calls_after_index_reuse),
 		cmocka_unit_test(test_fork_child_threads_register_at_once),
 		cmocka_unit_test(test_detach_returns_holdings),
 		cmocka_unit_test(test_exec_counts_as_death),

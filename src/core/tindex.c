@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "internal.h"
+#include "shm/dispatch.h" /* bhs_forget_last */
 
 #define TINDEX_MAX 4096
 
@@ -23,8 +24,11 @@ static void tindex_free(void *arg)
 	uint32_t i = (uint32_t)(uintptr_t)arg - 1u;
 
 	/* A later call on this thread (another key's destructor) takes a
-	 * fresh index; the mutex orders our last counts before its reuse. */
+	 * fresh index; the mutex orders our last counts before its reuse.
+	 * The host-wide fast paths forget the slot they kept for this index
+	 * too: its next owner writes it. */
 	bhi_tindex = 0;
+	bhs_forget_last();
 	pthread_mutex_lock(&tindex_lock);
 	tindex_used[i / 64] &= ~(1ull << (i % 64));
 	pthread_mutex_unlock(&tindex_lock);

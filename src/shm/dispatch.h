@@ -24,5 +24,10 @@ void bhs_gauges(const bulkhead_t *bh, uint64_t *limit, uint64_t *in_flight,
 		uint64_t *queued);
 void bhs_record_hold(bulkhead_t *bh, uint64_t ns);
 void bhs_destroy(bulkhead_t *bh);
+/* This thread forgets the handle and slot the fast paths used last
+ * (fast.c): its thread index was given back (src/core/tindex.c), and with
+ * it the slot, which the index's next owner uses; or it is a fork child's
+ * only thread, whose process dropped the parent's slots. */
+void bhs_forget_last(void);
 
 #endif /* BH_SHM_DISPATCH_H */

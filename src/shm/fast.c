@@ -63,8 +63,12 @@ static inline struct bhs_slot *my_slot(const struct bhs_att *a)
  * needed at all (with the segment's word in the handle: docs/performance.md
  * has the figures). Ids are never reused, so a handle freed and another
  * allocated at its address never matches. The slot of a thread's index is
- * fixed for the attachment's life in a process; a fork child's only thread
- * forgets it (bhs_forget_last), as the child drops the parent's slots.
+ * fixed for the attachment's life in a process, but not the thread's index:
+ * a thread gives it back at exit (src/core/tindex.c) and may still call
+ * after that, from another key's destructor, while a new thread has the
+ * index and so the slot; it forgets the pair then (bhs_forget_last), and
+ * so does a fork child's only thread, as the child drops the parent's
+ * slots.
  * UINT64_MAX: none (ids count up from 0 and never get there). */
 struct bhs_last {
 	uint64_t id;

@@ -456,9 +456,6 @@ bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx);
 /* fast.c */
 enum { GIVE_OK, GIVE_SHORT, GIVE_LOCK, GIVE_XFER };
 struct bhs_slot *bhs_slot_for(struct bhs_att *a, bool *shared);
-/* A fork child's only thread: forget the handle and slot the fast paths
- * used last (fast.c), which were the parent's. */
-void bhs_forget_last(void);
 void bhs_slot_count(struct bhs_att *a, struct bhs_slot *s, enum bhi_counter c);
 bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n);
 int bhs_give_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n);
