@@ -777,28 +777,41 @@ static int child_of_holder(void *arg, int out, int in)
 	_exit(0); /* and we die holding it */
 }
 
-static void test_fork_child_holds_nothing(void **state)
+/* The parent holds `held` permits (taken as one call of that many, or one
+ * at a time after warm pairs: warm), forks, and the child (child_of_holder)
+ * may not give them back, takes one of its own and dies holding it. */
+static void fork_child_holds_nothing(const char *name, uint32_t held, bool warm)
 {
-	const char *name = uniq("fork");
 	bulkhead_t *bh = shm_make(name, 4, 0, 0);
 	struct child c;
 	struct bh_stats st;
 
-	(void)state;
-	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	for (int i = 0; warm && i < 3; i++) { /* the plain pair, its slot kept */
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0);
+	}
+	for (uint32_t i = 0; i < held; i += warm ? 1 : held)
+		assert_int_equal(bh_try_acquire(bh, warm ? 1 : held), 0);
 	c = spawn(child_of_holder, bh);
 	assert_int_equal(hear(c.rd), -EOVERFLOW);
 	assert_int_equal(hear(c.rd), 0);
 	assert_int_equal(hear(c.rd), 2);
-	assert_int_equal(stats_of(bh).in_flight, 3);
+	assert_int_equal(stats_of(bh).in_flight, held + 1);
 	say(c.wr, 0);
 	assert_int_equal(reap(&c), 0);
-	await_in_flight(bh, 2, BH_SEC);
+	await_in_flight(bh, held, BH_SEC);
 	st = stats_of(bh);
 	assert_int_equal(st.reclaimed, 1);
 	assert_int_equal(st.processes, 1);
-	assert_int_equal(bh_release(bh, 2), 0); /* the parent's are still its own */
+	assert_int_equal(bh_release(bh, held), 0); /* the parent's are still its own */
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
 	shm_done(bh, name);
+}
+
+static void test_fork_child_holds_nothing(void **state)
+{
+	(void)state;
+	fork_child_holds_nothing(uniq("fork"), 2, false);
 }
 
 /* The same after the parent's fast paths ran: its thread keeps the slot it
@@ -807,31 +820,8 @@ static void test_fork_child_holds_nothing(void **state)
  * ledger, where its death would not reclaim it. */
 static void test_fork_child_forgets_the_parents_slot(void **state)
 {
-	const char *name = uniq("forklast");
-	bulkhead_t *bh = shm_make(name, 4, 0, 0);
-	struct child c;
-	struct bh_stats st;
-
 	(void)state;
-	for (int i = 0; i < 3; i++) { /* the plain pair, its slot kept */
-		assert_int_equal(bh_try_acquire(bh, 1), 0);
-		assert_int_equal(bh_release(bh, 1), 0);
-	}
-	assert_int_equal(bh_try_acquire(bh, 1), 0);
-	c = spawn(child_of_holder, bh);
-	assert_int_equal(hear(c.rd), -EOVERFLOW);
-	assert_int_equal(hear(c.rd), 0);
-	assert_int_equal(hear(c.rd), 2);
-	assert_int_equal(stats_of(bh).in_flight, 2);
-	say(c.wr, 0);
-	assert_int_equal(reap(&c), 0);
-	await_in_flight(bh, 1, BH_SEC);
-	st = stats_of(bh);
-	assert_int_equal(st.reclaimed, 1);
-	assert_int_equal(st.processes, 1);
-	assert_int_equal(bh_release(bh, 1), 0);
-	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
-	shm_done(bh, name);
+	fork_child_holds_nothing(uniq("forklast"), 1, true);
 }
 
 /* A thread's fast paths keep the slot of the handle it used last. A handle
