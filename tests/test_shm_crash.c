@@ -1287,6 +1287,93 @@ static void test_stopped_process_keeps_permits(void **state)
 	shm_done(bh, name);
 }
 
+/* A process that changes the limit, or closes, dies after the word moved
+ * and before it failed the waiters the change rules out (above the new
+ * limit; all of them on close). The rebuild after the takeover must fail
+ * them: left queued, a head above the limit is never served and blocks
+ * everyone behind it (strict head of line), and waiters on a closed
+ * bulkhead wait for permits that no one may grant. */
+static int deadline_child(void *arg, int out, int in)
+{
+	struct victim *v = arg;
+	bulkhead_t *bh;
+	int r;
+
+	if (bh_shm_open(v->name, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1);
+	r = bh_acquire(bh, v->n, bh_now_ns() + 3 * BH_SEC);
+	say(out, r);
+	hear(in);
+	if (r == 0)
+		bh_release(bh, v->n);
+	return 0;
+}
+
+static int act_close(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	(void)v;
+	(void)out;
+	(void)in;
+	return bh_close(bh);
+}
+
+static void test_killed_mid_set_limit(void **state)
+{
+	const char *name = uniq("limit-waiters");
+	bulkhead_t *bh = shm_make(name, 3, 4, BH_FAIR);
+	struct victim wv = { name, BP_NONE, 0, NULL, 3 };
+	struct victim v = { name, BP_LIMITED, 1, act_set_limit, 2 };
+	struct child w, c;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	w = spawn(deadline_child, &wv);
+	assert_int_equal(hear(w.rd), 1);
+	await_queued(bh, 1); /* wants 3, 2 free */
+	c = stop_at(&v);     /* the limit is 2, the waiter for 3 still queued */
+	kill_reap(&c);
+	t0 = bh_now_ns();
+	assert_int_equal(hear(w.rd), -EINVAL); /* failed, as set_limit would have */
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	say(w.wr, 0);
+	assert_int_equal(reap(&w), 0);
+	assert_int_equal(stats_of(bh).limit, 2);
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+static void test_killed_mid_close(void **state)
+{
+	const char *name = uniq("close-waiters");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct victim wv = { name, BP_NONE, 0, NULL, 1 };
+	struct victim v = { name, BP_CLOSING, 1, act_close, 0 };
+	struct child w, c;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	w = spawn(deadline_child, &wv);
+	assert_int_equal(hear(w.rd), 1);
+	await_queued(bh, 1);
+	c = stop_at(&v); /* W_CLOSED set, the waiter still queued */
+	kill_reap(&c);
+	t0 = bh_now_ns();
+	assert_int_equal(hear(w.rd), -ESHUTDOWN); /* failed, as close would have */
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	say(w.wr, 0);
+	assert_int_equal(reap(&w), 0);
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(bh_release(bh, 1), 0); /* granted to nobody */
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -ESHUTDOWN);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1314,6 +1401,8 @@ int main(void)
 		cmocka_unit_test(test_agent_delivers_to_reused_node),
 		cmocka_unit_test(test_agent_leaves_other_process_node),
 		cmocka_unit_test(test_stopped_process_keeps_permits),
+		cmocka_unit_test(test_killed_mid_set_limit),
+		cmocka_unit_test(test_killed_mid_close),
 	};
 
 	alarm(300);

@@ -471,6 +471,21 @@ static void fail_waiters(struct bhs_att *a, uint32_t above_n, uint32_t state)
 	}
 }
 
+/* Fail every queued waiter the word rules out: all of them once closed,
+ * else those asking for more than the limit. A close or a limit change
+ * does this itself under the lock; one that died between its change of
+ * the word and this leaves them queued, for the rebuild that follows the
+ * takeover to fail (reclaim.c). */
+void bhs_fail_ruled_out_locked(struct bhs_att *a)
+{
+	uint64_t w = load_sword(a);
+
+	if (w & W_CLOSED)
+		fail_waiters(a, 0, QS_SHUTDOWN);
+	else
+		fail_waiters(a, w_limit(w), QS_INVALID);
+}
+
 int bhs_close(bulkhead_t *bh)
 {
 	struct bhs_att *a = att_of(bh);
@@ -482,6 +497,7 @@ int bhs_close(bulkhead_t *bh)
 	/* acq_rel: a change of the word like cas_sword(); pairs with the
 	 * acquire of every later CAS or load that sees W_CLOSED. */
 	old = atomic_fetch_or_explicit(&a->seg->word, W_CLOSED, memory_order_acq_rel);
+	BHS_POINT(BP_CLOSING);
 	if (!(old & W_CLOSED))
 		fail_waiters(a, 0, QS_SHUTDOWN);
 	bhs_unlock(a);
@@ -503,6 +519,7 @@ int bhs_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 		nw = (w & ~(W_AVAIL_MASK | W_LIMIT_MASK)) |
 		     (w_make(avail, max_concurrent, 0) & (W_AVAIL_MASK | W_LIMIT_MASK));
 	} while (!cas_sword(a, &w, nw));
+	BHS_POINT(BP_LIMITED);
 	fail_waiters(a, max_concurrent, QS_INVALID);
 	bhs_dispatch_locked(a);
 	bhs_unlock(a);

@@ -597,6 +597,9 @@ static bool rebuild(struct bhs_att *a, bool must)
 	BHS_POINT(BP_COUNTED);
 	log_close(a, NONE);
 	atomic_fetch_add_explicit(&g->rebuilds, 1, memory_order_relaxed);
+	/* a close or a limit change that died half-way left waiters queued
+	 * that it would have failed */
+	bhs_fail_ruled_out_locked(a);
 	bhs_dispatch_locked(a);
 	return true;
 }

@@ -434,6 +434,8 @@ enum bhs_point {
 		       * generation not yet moved */
 	BP_COUNTED,   /* a recovery counted (and thawed), its log still open */
 	BP_REPLAYED,  /* a replay counted, not yet thawed or closed */
+	BP_LIMITED,   /* a set_limit moved the limit, waiters above it not yet failed */
+	BP_CLOSING,   /* a close set W_CLOSED, its waiters not yet failed */
 	BP_NPOINTS,
 };
 
@@ -480,6 +482,7 @@ int bhs_release_slow(struct bhs_att *a, uint32_t n);
 void bhs_wake_later(struct bhs_att *a, _Atomic uint32_t *word, bool raw);
 void bhs_flush_wakes(struct bhs_att *a);
 void bhs_dispatch_locked(struct bhs_att *a);
+void bhs_fail_ruled_out_locked(struct bhs_att *a);
 void bhs_unqueue_locked(struct bhs_att *a, uint32_t qi);
 void bhs_q_remove_locked(struct bhs_att *a, uint32_t qi);
 void bhs_notify_locked(struct bhs_att *a, uint32_t qi, uint32_t state);
