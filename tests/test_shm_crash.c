@@ -416,6 +416,12 @@ static int act_cross_thread(bulkhead_t *bh, struct victim *v, int out, int in)
 
 	(void)out;
 	(void)in;
+	/* this thread's own index and slot first: a fork child inherits its
+	 * index only if the test's thread had one, and without one here the
+	 * helper's, freed when it exits, would become ours, slot and permits
+	 * with it, and the release would need no transfer */
+	if (bh_try_acquire(bh, 1) != 0 || bh_release(bh, 1) != 0)
+		return 1;
 	pthread_create(&t, NULL, take3, bh);
 	pthread_join(t, &r);
 	if (r)
