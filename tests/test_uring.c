@@ -2123,6 +2123,64 @@ static void test_cross_thread_release_wakes_single_issuer_ring(void **state)
 	bh_destroy(bh);
 }
 
+/* ---- drain and its callback ----------------------------------------------- */
+
+/* fn, during a drain, cancels a multishot op on one of its MORE CQEs (what a
+ * callback does to stop a multishot accept or poll). The MORE CQE is the
+ * last of a reap batch (63 foreign CQEs before it), so the op is still in
+ * flight when fn sees it and bh_uring_cancel prepares a kernel cancel. The
+ * drain must still end: the cancel's SQE has to reach the kernel. */
+struct cancel_on_more {
+	bh_uring_t *t;
+	int cancel_r, mores;
+};
+
+static void cancel_on_more_cqe(void *ctx, struct io_uring_cqe *cqe, int kind,
+			       struct bh_uring_op *op)
+{
+	struct cancel_on_more *c = ctx;
+
+	(void)cqe;
+	if (kind == BH_URING_MORE) {
+		c->mores++;
+		c->cancel_r = bh_uring_cancel(c->t, op);
+	}
+}
+
+static void test_drain_submits_cancel_made_by_fn(void **state)
+{
+	struct fix *f = fix_new(64, 256, 1, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct cancel_on_more c = { .t = f->t, .cancel_r = 1 };
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t v = 1;
+
+	(void)state;
+	assert_true(efd >= 0);
+	for (int i = 0; i < 63; i++) {
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_nop(sqe);
+		sqe->user_data = 7;
+	}
+	submit(f, 63);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_poll_multishot(sqe, efd, POLLIN);
+	assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), 0);
+	submit(f, 1);
+	assert_int_equal(write(efd, &v, sizeof(v)), sizeof(v));
+	assert_int_equal(io_uring_wait_cqe_nr(&f->ring, &cqe, 64), 0);
+	assert_int_equal(io_uring_cq_ready(&f->ring), 64);
+
+	assert_int_equal(bh_uring_drain(f->t, bh_now_ns() + 2 * BH_SEC, cancel_on_more_cqe, &c), 0);
+	assert_int_equal(c.mores, 1);
+	assert_int_equal(c.cancel_r, 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	close(efd);
+	fix_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2166,6 +2224,7 @@ int main(void)
 		cmocka_unit_test(test_big_entries),
 		cmocka_unit_test(test_sqpoll),
 		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
+		cmocka_unit_test(test_drain_submits_cancel_made_by_fn),
 	};
 	struct io_uring probe;
 	int r = io_uring_queue_init(4, &probe, 0);

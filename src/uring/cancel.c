@@ -139,6 +139,12 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 			return 0;
 		if (t->no_cancel_any)
 			return -EOPNOTSUPP;
+		/* A cancel fn prepared while we reaped (bh_uring_cancel on an op
+		 * still in flight) is a helper we wait for: it must reach the
+		 * kernel, or its CQE never comes. */
+		if (t->ring->sq.sqe_tail != t->ring->sq.sqe_head &&
+		    submit_failed(r = io_uring_submit(t->ring)))
+			return r;
 		r = wait_cqe_until(t, deadline_ns);
 		if (r == -ETIMEDOUT)
 			return r;
