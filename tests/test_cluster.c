@@ -1151,6 +1151,93 @@ static void test_late_renewal_refused(void **state)
 	bh_destroy(bh);
 }
 
+/* A renewal answered with an error (here the key briefly held something
+ * else; in production LOADING, BUSY, READONLY, OOM) must not poison the
+ * connections that follow: once the store answers normally again, the
+ * next renewal succeeds. */
+static void test_error_reply_does_not_stick(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	uint64_t renewals;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(rh_do(&srv, "RENAME {bh:%s} {bh:%s}saved", name, name), 0);
+	assert_int_equal(rh_do(&srv, "SET {bh:%s} intruder", name), 0);
+	STEP_UNTIL(bh, cstats(bh).renewals_failed >= 1);
+	assert_int_equal(cstats(bh).last_error, -ENOTUNIQ);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+	assert_int_equal(rh_do(&srv, "RENAME {bh:%s}saved {bh:%s}", name, name), 0);
+	renewals = cstats(bh).renewals;
+	STEP_UNTIL(bh, cstats(bh).renewals > renewals);
+	assert_int_equal(cstats(bh).last_error, 0);
+	assert_int_equal(cstats(bh).share, 3);
+	bh_destroy(bh);
+}
+
+/* bh_cluster_stats(3): share is "0 while the lease is out", and
+ * lease_expiry_ns 0 when there is no lease. A manual handle whose caller
+ * has not stepped it since the lease ran out admits nothing (the gate);
+ * its statistics must say so too, not the stale share. */
+static void test_stats_share_zero_once_lease_out(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(cstats(bh).share, 3);
+	usleep((useconds_t)(LEASE / BH_USEC) + 50000); /* not stepped: the lease runs out */
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* admission has stopped */
+	s = cstats(bh);
+	assert_int_equal(s.share, 0);
+	assert_true(s.lease_expiry_ns == 0 || s.lease_expiry_ns > bh_now_ns());
+	STEP_UNTIL(bh, cstats(bh).share == 3);
+	bh_destroy(bh);
+}
+
+/* The same late delivery after bh_destroy: the instance left, and its
+ * renewal given up on reaches the store afterwards. It must not register
+ * the departed instance again, holding a share nobody uses for a lease:
+ * bh_destroy "gives the share back at once". */
+static void test_late_renewal_after_leave_refused(void **state)
+{
+	char name[32], id[40] = "";
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	bulkhead_t *a, *b;
+	redisReply *h, *sha, *r;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &a), 0);
+	assert_int_equal(cstats(a).share, 4);
+	h = rh_cmd(&srv, "HGETALL {bh:%s}", name);
+	for (size_t i = 0; i < h->elements; i += 2)
+		if (strncmp(h->element[i]->str, "i:", 2) == 0)
+			snprintf(id, sizeof(id), "%s", h->element[i]->str + 2);
+	freeReplyObject(h);
+	assert_true(id[0]);
+	bh_destroy(a); /* leaves */
+	sha = rh_cmd(&srv, "SCRIPT LOAD %s", BHC_LEASE_LUA);
+	assert_int_equal(sha->type, REDIS_REPLY_STRING);
+	/* its first renewal (the open) arriving now: want 4, nothing held */
+	r = rh_cmd(&srv, "EVALSHA %s 1 {bh:%s} renew 1 %s 4 %llu 0 0 1 4 1048575 0 0 0 1", sha->str,
+		   name, id, (unsigned long long)(LEASE / BH_USEC));
+	freeReplyObject(r);
+	freeReplyObject(sha);
+	/* A newcomer is alone: the whole limit is free for it. */
+	assert_int_equal(bh_cluster_open(&cc, NULL, &b), 0);
+	assert_int_equal(cstats(b).instances, 1);
+	assert_int_equal(cstats(b).share, 4);
+	bh_destroy(b);
+}
+
 /* Metrics carry the cluster series; no credential ever shows up. */
 static void test_metrics_and_no_credentials(void **state)
 {
@@ -1218,6 +1305,9 @@ int main(void)
 		cmocka_unit_test(test_metrics_and_no_credentials),
 		cmocka_unit_test(test_odd_permits_go_round),
 		cmocka_unit_test(test_late_renewal_refused),
+		cmocka_unit_test(test_error_reply_does_not_stick),
+		cmocka_unit_test(test_stats_share_zero_once_lease_out),
+		cmocka_unit_test(test_late_renewal_after_leave_refused),
 	};
 	int r = redis_start(&srv, true);
 

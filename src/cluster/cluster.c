@@ -312,6 +312,13 @@ int bh_cluster_stats(const bulkhead_t *bh, struct bh_cluster_stats *out)
 		.over_admission_max = get(c, S_OVER_MAX),
 		.last_error = (int64_t)get(c, S_LAST_ERROR),
 	};
+	/* The lease ran out and no driver has run since (a manual handle not
+	 * stepped, a process just resumed): admission has stopped at the gate
+	 * already, and the statistics say so too. */
+	if (!out->fallback_active && out->lease_expiry_ns && bhc_mono() >= out->lease_expiry_ns) {
+		out->share = 0;
+		out->lease_expiry_ns = 0;
+	}
 	return 0;
 }
 

@@ -7,6 +7,7 @@
 --   U        end of the learning period (us, the store's clock)
 --   i:<id>   one instance: "<expiry us> <granted> <counted> <want>"
 --   s:<id>   the sequence number of its last renewal applied here
+--   x:<id>   an instance that left: "<expiry us>", for one lease
 -- "counted" is what the store reserves for the instance until its next
 -- renewal: max(granted, the limit it enforced, its permits in flight).
 -- Every time is the store's own (TIME); Redis 5 and later replicate a
@@ -37,12 +38,18 @@ local function int(x)
 end
 
 -- Read everything; drop instances whose lease ran out on this clock.
-local meta, inst, seqs = {}, {}, {}
+local meta, inst, seqs, gone = {}, {}, {}, {}
 local raw = redis.call('HGETALL', key)
 for i = 1, #raw, 2 do
 	local f, v = raw[i], raw[i + 1]
 	if string.sub(f, 1, 2) == 's:' then
 		seqs[string.sub(f, 3)] = tonumber(v)
+	elseif string.sub(f, 1, 2) == 'x:' then
+		if (tonumber(v) or 0) <= now then
+			redis.call('HDEL', key, f)
+		else
+			gone[string.sub(f, 3)] = true
+		end
 	elseif string.sub(f, 1, 2) == 'i:' then
 		local e, g, c, w = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
 		if not e then
@@ -76,6 +83,9 @@ if op == 'leave' then
 		return 0
 	end
 	redis.call('HDEL', key, 's:' .. ARGV[3])
+	-- A renewal of the departed instance that reaches the store late
+	-- must not register it again: remember for a lease that it left.
+	redis.call('HSET', key, 'x:' .. ARGV[3], int(now + tonumber(meta.T)))
 	return redis.call('HDEL', key, 'i:' .. ARGV[3])
 end
 
@@ -102,7 +112,7 @@ local seq = tonumber(ARGV[14])
 -- (it was given up on, its connection closed, and a retransmission or a
 -- proxy delivered it late) must not replace the later record: the instance
 -- enforces the later answer, and the older request may count less.
-if seq ~= nil and seqs[id] ~= nil and seq < seqs[id] then
+if gone[id] or (seq ~= nil and seqs[id] ~= nil and seq < seqs[id]) then
 	return redis.error_reply('BHSTALE a renewal older than the last one')
 end
 

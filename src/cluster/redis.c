@@ -224,6 +224,7 @@ static int send_hello(struct rstore *r)
 	r->rd = redisReaderCreate();
 	if (!r->rd)
 		return -ENOMEM;
+	r->err = 0; /* a new exchange: an earlier one's error is not its own */
 	atomic_fetch_add_explicit(&r->base.connects, 1, memory_order_relaxed);
 	if (r->ep.password[0]) {
 		const char *a3[] = { "AUTH", r->ep.user, r->ep.password };
