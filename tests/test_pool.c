@@ -1534,6 +1534,221 @@ static void test_cancel_during_give_up_done(void **state)
 	assert_int_equal(bh_pool_destroy(p), 0);
 }
 
+/* ---- a pending cancellation acted on inside another task's done ---- */
+
+/* DISCARD_OLDEST: a call swaps out the oldest queued task, whose done runs
+ * on the caller's thread before the caller waits. A cancellation pending on
+ * the caller must be acted on in its wait (the call given up: its task off
+ * the queue, done(task, -ECANCELED)), not inside the dropped task's done,
+ * which would leave the call queued with nobody waiting and never report
+ * it. */
+struct pending_swap {
+	bh_pool_t *pool;
+	struct ttask *tt;
+	int result;
+};
+
+static void *pending_swap_call_main(void *arg)
+{
+	struct pending_swap *c = arg;
+
+	pthread_cancel(pthread_self()); /* deferred: pending */
+	c->result = bh_pool_call(c->pool, &c->tt->task, BH_FOREVER);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_cancel_in_swapped_done(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 1, BH_POOL_DISCARD_OLDEST, NULL);
+	struct ttask a, b, c;
+	struct pending_swap ps;
+	struct gate g;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	b.task.done = done_then_cancellation_point;
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.started);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0); /* queued */
+	ps = (struct pending_swap){ .pool = p, .tt = &c, .result = 99 };
+	assert_int_equal(pthread_create(&th, NULL, pending_swap_call_main, &ps), 0);
+	pthread_join(th, &ret);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, -ECANCELED);
+	gate_open(&g);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	/* the cancelled call is reported exactly once: given up unrun */
+	assert_int_equal(c.dones, 1);
+	assert_int_equal(c.runs, 0);
+	assert_int_equal(c.status, -ECANCELED);
+}
+
+/* bh_pool_shutdown_now is not a cancellation point: a request pending on
+ * its thread, acted on in the done of the first dropped task, must not cut
+ * it short, leaving the other dropped tasks unreported and their permits
+ * held. */
+struct pending_shutdown {
+	bh_pool_t *pool;
+	int result;
+};
+
+static void *pending_shutdown_now_main(void *arg)
+{
+	struct pending_shutdown *s = arg;
+
+	pthread_cancel(pthread_self()); /* deferred: pending */
+	s->result = bh_pool_shutdown_now(s->pool);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_cancel_in_shutdown_now_done(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 2, BH_POOL_ABORT, NULL);
+	struct ttask a, b, c;
+	struct pending_shutdown ps = { .result = 99 };
+	struct gate g;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	b.task.done = done_then_cancellation_point;
+	c.task.done = done_then_cancellation_point;
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.started);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	assert_int_equal(bh_pool_submit(p, &c.task), 0);
+	ps.pool = p;
+	assert_int_equal(pthread_create(&th, NULL, pending_shutdown_now_main, &ps), 0);
+	pthread_join(th, &ret);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_int_equal(ps.result, 2); /* it returned: both dropped */
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(c.dones, 1); /* each dropped task reported */
+	assert_int_equal(c.status, -ECANCELED);
+	gate_open(&g);
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	assert_int_equal(held_permits(p), 0); /* the dropped tasks' permits went back */
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
+/* bh_pool_shutdown waits until its deadline, no longer: a done still
+ * running on a pool thread when the deadline passes is user code the pool
+ * cannot hurry. The shutdown returns then, nonzero (a thread has not left),
+ * rather than blocking in pthread_join until done returns. */
+static struct gate slow_done_gate;
+static _Atomic int slow_done_in;
+
+static void slow_done(struct bh_task *t, int status)
+{
+	atomic_store(&slow_done_in, 1);
+	gate_pass(&slow_done_gate);
+	tt_done(t, status);
+}
+
+struct shutdown_arg {
+	bh_pool_t *pool;
+	uint64_t deadline;
+	int result;
+	_Atomic bool returned;
+};
+
+static void *shutdown_main(void *arg)
+{
+	struct shutdown_arg *s = arg;
+
+	s->result = bh_pool_shutdown(s->pool, s->deadline);
+	atomic_store(&s->returned, true);
+	return NULL;
+}
+
+static void test_shutdown_deadline_while_done_runs(void **state)
+{
+	bh_pool_t *p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+	struct ttask t;
+	struct shutdown_arg sa;
+	struct timespec ts;
+	pthread_t th;
+	int joined;
+
+	(void)state;
+	gate_init(&slow_done_gate);
+	atomic_store(&slow_done_in, 0);
+	tt_init(&t, NULL);
+	t.task.done = slow_done;
+	assert_int_equal(bh_pool_submit(p, &t.task), 0);
+	AWAIT(atomic_load(&slow_done_in));
+	sa = (struct shutdown_arg){ .pool = p, .deadline = bh_now_ns() + 50 * BH_MSEC,
+				    .result = 99 };
+	assert_int_equal(pthread_create(&th, NULL, shutdown_main, &sa), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 3;
+	joined = pthread_timedjoin_np(th, NULL, &ts);
+	gate_open(&slow_done_gate);
+	if (joined != 0)
+		pthread_join(th, NULL);
+	assert_int_equal(joined, 0);   /* it returned at its deadline */
+	assert_true(sa.result >= 1);   /* not 0: a thread was still in done */
+	AWAIT(t.dones == 1);
+	assert_int_equal(bh_pool_shutdown(p, BH_FOREVER), 0);
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
+/* A call given up while queued leaves the queue: its slot is free at once,
+ * also for its own done(task, -ECANCELED), which may submit a retry or a
+ * fallback: the pool is not full then, so no -EBUSY. */
+static struct ttask gu_retry;
+static bh_pool_t *gu_pool;
+static _Atomic int gu_retry_r = 99;
+
+static void done_submits_retry(struct bh_task *t, int status)
+{
+	atomic_store(&gu_retry_r, bh_pool_submit(gu_pool, &gu_retry.task));
+	tt_done(t, status);
+}
+
+static void test_given_up_slot_free_in_done(void **state)
+{
+	struct vsync v;
+	struct ttask a, b;
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	gate_init(&g);
+	gu_pool = make_pool(1, 1, 1, BH_POOL_ABORT, &v);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&gu_retry, NULL);
+	atomic_store(&gu_retry_r, 99);
+	b.task.done = done_submits_retry;
+	assert_int_equal(bh_pool_submit(gu_pool, &a.task), 0);
+	vs_script_calls(&v, hook_timeout_at_once);
+	assert_int_equal(bh_pool_call(gu_pool, &b.task, v.f.now + BH_SEC), -ETIMEDOUT);
+	assert_int_equal(b.dones, 1);
+	assert_int_equal(b.status, -ECANCELED);
+	assert_int_equal(atomic_load(&gu_retry_r), 0); /* the freed slot took it */
+	struct bh_pool_stats st = pstats(gu_pool);
+	assert_int_equal(st.queued, 1);
+	assert_int_equal(st.rejected, 0);
+	gate_open(&g);
+	AWAIT(gu_retry.dones == 1);
+	assert_int_equal(bh_pool_shutdown(gu_pool, BH_FOREVER), 0);
+	assert_int_equal(held_permits(gu_pool), 0);
+	assert_int_equal(bh_pool_destroy(gu_pool), 0);
+}
+
 /* ---- shutdown -------------------------------------------------------------------- */
 
 static void test_graceful_shutdown(void **state)
@@ -2033,6 +2248,10 @@ int main(void)
 		cmocka_unit_test(test_thread_names),
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_sizing_matches_tools),
+		cmocka_unit_test(test_cancel_in_swapped_done),
+		cmocka_unit_test(test_cancel_in_shutdown_now_done),
+		cmocka_unit_test(test_shutdown_deadline_while_done_runs),
+		cmocka_unit_test(test_given_up_slot_free_in_done),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */

@@ -71,6 +71,7 @@ static int close_pool(struct bh_pool *p, bool now)
 	struct bhp_tasks plain = { NULL, NULL };
 	struct bh_task *t, *next;
 	uint32_t n = 0;
+	int cs;
 
 	pool_lock(p);
 	if (!p->closing) {
@@ -84,18 +85,36 @@ static int close_pool(struct bh_pool *p, bool now)
 	}
 	bhp_dismiss_idle_locked(p);
 	pool_unlock(p);
+	/* Not a cancellation point: a request acted on in one task's done
+	 * would leave the tasks after it unreported and every permit held.
+	 * Deferred: it stays pending for the next cancellation point. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	bhi_list_for_each_safe(t, next, &plain, bhp_tasks) {
 		if (t->done)
 			t->done(t, -ECANCELED);
 	}
+	pthread_setcancelstate(cs, NULL);
 	if (n)
 		bh_release(p->adm, n);
 	return (int)n;
 }
 
-/* Wait until every thread has left. Once no task is left, the threads only
- * have to exit (no user code), so that is waited for past the deadline.
- * Returns 0, or the tasks still running or queued when the deadline passed. */
+/* Under the lock: pool threads still in a done callback (user code), which
+ * may have left the pool's count (alive) already. After the acquire load of
+ * exits: a thread that cleared its flag bumps exits later (release). */
+static uint32_t reporting_locked(const struct bh_pool *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->max; i++)
+		n += atomic_load_explicit(&p->workers[i].reporting, memory_order_relaxed);
+	return n;
+}
+
+/* Wait until every thread has left. Once no task is left and no done runs,
+ * the threads only have to exit (no user code), so that is waited for past
+ * the deadline. Returns 0, or the tasks still running or queued (at least 1
+ * while a done runs) when the deadline passed. */
 static int drain(struct bh_pool *p, uint64_t deadline)
 {
 	bool expired = false;
@@ -104,11 +123,15 @@ static int drain(struct bh_pool *p, uint64_t deadline)
 		uint32_t alive, left, seq;
 
 		pool_lock(p);
+		/* acquire: pairs with signal_exit's release, so a flag read
+		 * below as set was not cleared before this count was read */
+		seq = atomic_load_explicit(&p->exits, memory_order_acquire);
 		alive = p->alive;
 		left = p->active + p->queued;
-		seq = atomic_load_explicit(&p->exits, memory_order_relaxed);
+		if (!left)
+			left = reporting_locked(p);
 		pool_unlock(p);
-		if (alive == 0)
+		if (alive == 0 && left == 0)
 			return 0;
 		if (left && expired)
 			return (int)left;

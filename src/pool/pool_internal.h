@@ -100,6 +100,9 @@ struct bhp_worker {
 	bool start_idle;                     /* started without a task (PRESTART) */
 	bool above_core;                     /* went idle above core: keep-alive applies */
 	bool spinner;                        /* counted by bhi_spin_begin (lib/spin.h) */
+	/* In done (user code) after the task was counted: set under the lock,
+	 * cleared by the worker alone, before it bumps exits (drain()). */
+	_Atomic bool reporting;
 };
 
 enum { S_FREE, S_LIVE, S_ZOMBIE };

@@ -205,8 +205,19 @@ static int swap_oldest(struct bh_pool *p, struct bh_task *t)
 	pool_unlock(p);
 	if (wake)
 		bhi_sync_wake(p->ops->sync, wake, false);
-	if (plain && old->done)
+	if (plain && old->done) {
+		int cs;
+
+		/* The newcomer is queued: a cancellation acted on in old's
+		 * done would unwind bh_pool_submit after it took the task, or
+		 * bh_pool_call before its wait (and its cleanup handler), the
+		 * call left queued with nobody to report it to. Deferred: the
+		 * request stays pending for the next cancellation point (the
+		 * call's wait). */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		old->done(old, -ECANCELED);
+		pthread_setcancelstate(cs, NULL);
+	}
 	return 0;
 }
 

@@ -189,7 +189,7 @@ static inline uint32_t task_abandon_locked(_Atomic uint32_t *st, uint32_t s)
 static inline int task_give_up(struct bh_pool *p, struct bh_task *t)
 {
 	_Atomic uint32_t *st = task_word(t);
-	uint32_t s;
+	uint32_t s, excess = 0;
 	bool queued;
 
 	pool_point(p, BHP_ABANDON, t);
@@ -200,6 +200,13 @@ static inline int task_give_up(struct bh_pool *p, struct bh_task *t)
 	if (queued) {
 		tq_remove(p, t);
 		p->abandoned++;
+		/* its permit goes to the cache in the critical section that
+		 * freed its queue slot, as a worker's does (docs/pool.md): the
+		 * slot is free at once, done included */
+		cache_put_locked(p);
+		if (BHI_UNLIKELY(bhk_attached(p->adm)))
+			bhp_cache_fit_locked(p);
+		excess = cache_trim_locked(p);
 	} else if (task_phase(s = task_abandon_locked(st, s)) == T_RUNNING) {
 		p->abandoned++;
 		p->abandoned_running++;
@@ -208,6 +215,8 @@ static inline int task_give_up(struct bh_pool *p, struct bh_task *t)
 	if (queued) {
 		int cs;
 
+		if (excess)
+			bh_release(p->adm, excess);
 		/* Still inside bh_pool_call's cleanup region: a cancellation
 		 * acted on at a cancellation point in done would run
 		 * call_cancelled, which would give the call up again (done
@@ -217,7 +226,6 @@ static inline int task_give_up(struct bh_pool *p, struct bh_task *t)
 		if (t->done)
 			t->done(t, -ECANCELED);
 		pthread_setcancelstate(cs, NULL);
-		bh_release(p->adm, 1);
 		return -ETIMEDOUT;
 	}
 	return task_phase(s) == T_RUNNING ? -ETIMEDOUT : task_phase(s) == T_DONE ? 0 : -ECANCELED;

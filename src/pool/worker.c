@@ -188,9 +188,9 @@ void bhp_join_exited(struct bh_pool *p)
 
 static void signal_exit(struct bh_pool *p)
 {
-	/* relaxed: the count only ends the drainer's futex wait; what it
-	 * then reads (alive) it reads under the lock, which orders it */
-	atomic_fetch_add_explicit(&p->exits, 1, memory_order_relaxed);
+	/* release: a drainer that reads this count (acquire) sees this
+	 * thread's reporting cleared; alive it reads under the lock */
+	atomic_fetch_add_explicit(&p->exits, 1, memory_order_release);
 	bhi_sync_wake(p->ops->sync, &p->exits, true);
 }
 
@@ -366,9 +366,15 @@ static struct bh_task *finish_and_next(struct bh_pool *p, struct bhp_worker *w,
 {
 	struct bh_task *next;
 	uint32_t excess;
+	bool user;
 
 	pool_lock(p);
 	task_finish_locked(p, t, r);
+	/* done is user code: a drain must not count this thread as one that
+	 * only has to exit until it returns (relaxed: read under the lock) */
+	user = r->done && (!r->call || (r->flags & TF_ABANDONED));
+	if (user)
+		atomic_store_explicit(&w->reporting, true, memory_order_relaxed);
 	next = next_locked(p, w, idle);
 	cache_put_locked(p);
 	if (BHI_UNLIKELY(bhk_attached(p->adm)))
@@ -376,6 +382,9 @@ static struct bh_task *finish_and_next(struct bh_pool *p, struct bhp_worker *w,
 	excess = cache_trim_locked(p);
 	pool_unlock(p);
 	task_report(p, t, r);
+	/* relaxed: ordered before this thread's exit by signal_exit's release */
+	if (user)
+		atomic_store_explicit(&w->reporting, false, memory_order_relaxed);
 	if (excess)
 		bh_release(p->adm, excess);
 	return next;
