@@ -1175,6 +1175,96 @@ static void host_wide_follower_probe_ends(void **state)
 	host_close(bh, dir);
 }
 
+/* ---- explicit configuration honoured ---------------------------------------------- */
+
+/* cfg.window_ns fixes the window's length for any algorithm (the header,
+ * docs/adaptive.md), the default's included: 5 s windows, not 1 s. */
+static void default_explicit_window_length(void **state)
+{
+	struct bh_adaptive_config c = { .window_ns = 5000 * MS, .probe_interval_ns = 3600000 * MS };
+	bulkhead_t *bh = make_bh(20, 0, 0);
+	bh_adaptive_t *a = attach(bh, &c);
+	struct win_log l = { 0 };
+
+	(void)state;
+	feed(a, 40, 10 * MS, BH_OK, MS); /* through the probe */
+	bha_set_window_hook(a, log_window, &l);
+	feed(a, 200, 10 * MS, BH_OK, 100 * MS); /* 20 s, 10 samples a second */
+	print_message("windows %u longest %llu ms\n", l.n,
+		      (unsigned long long)(l.longest_ns / MS));
+	assert_true(l.n >= 3 && l.n <= 4);
+	assert_true(l.longest_ns >= 5000 * MS && l.longest_ns <= 5400 * MS); /* the clock every 4th */
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
+/* A probe interval too long to matter (UINT64_MAX: never, in effect) must
+ * not wrap around into probes at every window. */
+static void probe_interval_does_not_wrap(void **state)
+{
+	enum bh_adaptive_algo kinds[] = { BH_ADAPTIVE_DEFAULT, BH_ADAPTIVE_ENVOY };
+	unsigned bad[2] = { 0, 0 };
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		for (uint64_t seed = 1; seed <= 20; seed++) {
+			struct bh_adaptive_config c = { .algo = kinds[k], .seed = seed,
+							.probe_interval_ns = UINT64_MAX };
+			struct bha_algo g;
+			struct bha_verdict v;
+			struct bha_window w;
+			uint64_t now = 1000 * MS;
+			unsigned probes = 0;
+
+			bha_algo_init(&g, &c, 40, now, &v);
+			w = win(60, 0, 10 * MS, 4);
+			w.probe = true;
+			w.limit = v.limit;
+			bha_algo_window(&g, &w, now, &v); /* the first probe ends */
+			for (int i = 0; i < 200; i++) {
+				now += 100 * MS;
+				w = win(100, 0, 20 * MS, v.limit); /* loaded: never confirms */
+				w.limit = v.limit;
+				bha_algo_window(&g, &w, now, &v);
+				if (v.probe_samples)
+					probes++;
+			}
+			if (probes)
+				print_message("algo %d seed %llu: %u probes in 20 s\n", (int)kinds[k],
+					      (unsigned long long)seed, probes);
+			bad[k] += probes != 0;
+		}
+	}
+	assert_int_equal(bad[0], 0);
+	assert_int_equal(bad[1], 0);
+}
+
+/* Two handles of one host-wide bulkhead in one process, a controller on
+ * each: the first moves the limit, the second follows it (the header: "the
+ * first one moves the host's limit and the others follow it"). */
+static void host_wide_two_handles_one_mover(void **state)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	bulkhead_t *bh = host_open(dir, 30, 0), *bh2;
+	bh_adaptive_t *a, *b;
+
+	(void)state;
+	assert_int_equal(bh_shm_open("adaptive", NULL, 0, &bh2), 0);
+	a = attach(bh, &host_cfg);
+	b = attach(bh2, &host_cfg);
+	drops(a);
+	assert_int_equal(limit_of(bh), 27); /* the mover */
+	drops(b);
+	drops(b); /* it would go 30 -> 27 -> 24 */
+	assert_int_equal(limit_of(bh), 27); /* a follower: no second mover */
+	bh_adaptive_detach(a);              /* frees the role ... */
+	drops(b);
+	assert_int_equal(limit_of(bh), 24); /* ... and the follower takes it */
+	bh_adaptive_detach(b);
+	bh_destroy(bh2);
+	host_close(bh, dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1205,6 +1295,9 @@ int main(void)
 		cmocka_unit_test(explicit_ceiling_below_default_floor),
 		cmocka_unit_test(host_wide_failed_attach_keeps_role),
 		cmocka_unit_test(host_wide_follower_probe_ends),
+		cmocka_unit_test(default_explicit_window_length),
+		cmocka_unit_test(probe_interval_does_not_wrap),
+		cmocka_unit_test(host_wide_two_handles_one_mover),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

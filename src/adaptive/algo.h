@@ -45,6 +45,18 @@ static inline uint32_t clamp_u32(double x, uint32_t lo, uint32_t hi)
 	return (uint32_t)x;
 }
 
+/* a + b, at most NEVER: a long configured interval must not wrap around. */
+static inline uint64_t sat_add_ns(uint64_t a, uint64_t b)
+{
+	return a > NEVER - b ? NEVER : a + b;
+}
+
+/* x ns as an integer, at most NEVER (a double past 2^64 has no uint64_t). */
+static inline uint64_t ns_of(double x)
+{
+	return !(x > 0) ? 0 : x >= 18446744073709551616.0 ? NEVER : (uint64_t)x;
+}
+
 static inline double clamp_d(double x, double lo, double hi)
 {
 	return x < lo ? lo : x > hi ? hi : x;

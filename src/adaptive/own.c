@@ -43,17 +43,18 @@ static uint64_t own_jittered(struct bha_algo *g)
 {
 	double h = (double)g->probe_interval_ns, rtt = 200.0 * (double)g->u.own.rtt_est;
 
-	return (uint64_t)((h > rtt ? h : rtt) * rng_uniform(&g->rng, 0.75, 1.25));
+	return ns_of((h > rtt ? h : rtt) * rng_uniform(&g->rng, 0.75, 1.25));
 }
 
 static void own_window_rules(const struct bha_algo *g, struct bha_verdict *v)
 {
 	uint64_t rtt = g->u.own.rtt_est ? g->u.own.rtt_est : 10 * MS;
-	uint64_t len = g->window_ns ? g->window_ns : rtt * 4;
+	uint64_t len = rtt * 4;
 
-	len = len < 2 * MS ? 2 * MS : len > SEC ? SEC : len;
+	/* the bounds are for the length found; a configured one is kept */
+	len = g->window_ns ? g->window_ns : len < 2 * MS ? 2 * MS : len > SEC ? SEC : len;
 	v->window_ns = len;
-	v->window_max_ns = 6 * len;
+	v->window_max_ns = len > NEVER / 6 ? NEVER : 6 * len;
 	v->min_samples = OWN_MIN_SAMPLES;
 	v->max_samples = OWN_MAX_SAMPLES;
 	v->probe_samples = 0;
@@ -96,8 +97,8 @@ static void own_end_probe(struct bha_algo *g, const struct bha_window *w, uint64
 	own_window_rules(g, v);
 	/* Nothing learnt (an outage, too little traffic): try again after a
 	 * few windows of normal operation, backing off. */
-	s->probe_due_ns = now + (w->ok >= OWN_PROBE_OK ? own_jittered(g)
-						      : (4 * v->window_ns) << s->probe_fails);
+	s->probe_due_ns = sat_add_ns(now, w->ok >= OWN_PROBE_OK ? own_jittered(g)
+								 : (4 * v->window_ns) << s->probe_fails);
 	set_limit(v, s->restore, BH_ADAPTIVE_RESTORE);
 }
 
@@ -240,7 +241,7 @@ void bha_own_window(struct bha_algo *g, const struct bha_window *w, uint64_t now
 		own_latency(g, w, now, v);
 	s->limit = v->limit;
 	if (now >= s->probe_due_ns) {
-		uint64_t next = s->confirmed_ns + own_jittered(g);
+		uint64_t next = sat_add_ns(s->confirmed_ns, own_jittered(g));
 
 		if (s->base && next > now)
 			s->probe_due_ns = next; /* confirmed meanwhile */

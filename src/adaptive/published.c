@@ -196,7 +196,8 @@ static uint64_t envoy_jittered(struct bha_algo *g)
 	uint64_t ms = g->probe_interval_ns / MS;
 	uint64_t range = (uint64_t)ceil((double)ms * 0.15);
 
-	return (ms + (range ? rng_next(&g->rng) % range : 0)) * MS;
+	ms += range ? rng_next(&g->rng) % range : 0;
+	return ms > NEVER / MS ? NEVER : ms * MS;
 }
 
 void bha_envoy_window(struct bha_algo *g, const struct bha_window *w, uint64_t now,
@@ -211,7 +212,7 @@ void bha_envoy_window(struct bha_algo *g, const struct bha_window *w, uint64_t n
 			s->min_rtt = w->pct_ns;
 		envoy_set(g, s->deferred, v, BH_ADAPTIVE_RESTORE); /* still in the window */
 		s->in_min_rtt = false;
-		s->next_min_rtt_ns = now + envoy_jittered(g);
+		s->next_min_rtt_ns = sat_add_ns(now, envoy_jittered(g));
 		g->baseline_ns = s->min_rtt;
 		return;
 	}

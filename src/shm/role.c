@@ -20,19 +20,25 @@ static bool role_ours(struct bhs_att *a)
 int bhs_role_take(bulkhead_t *bh)
 {
 	struct bhs_att *a = att_of(bh);
+	uint64_t me = bhi_id_of(bh) + 1; /* role_handle's value for bh */
 	uint32_t v;
 	int r = 0;
 
 	if (!att_proc(a) && bhs_register(a) < 0)
 		return -ENOSPC;
-	if (role_ours(a))
+	/* ours: only the handle that took it moves the limit; another handle
+	 * of this process (its own controller) follows, as another process's */
+	if (role_ours(a) && atomic_load_explicit(&a->role_handle, memory_order_relaxed) == me)
 		return 0;
 	bhs_lock(a);
 	v = atomic_load_explicit(&a->seg->role, memory_order_relaxed);
-	if (v != a->lockval && v != 0 && !bhs_owner_gone(a, v))
+	if (v == a->lockval ? atomic_load_explicit(&a->role_handle, memory_order_relaxed) != me
+			    : v != 0 && !bhs_owner_gone(a, v)) {
 		r = -EAGAIN;
-	else
+	} else {
+		atomic_store_explicit(&a->role_handle, me, memory_order_relaxed);
 		atomic_store_explicit(&a->seg->role, a->lockval, memory_order_relaxed);
+	}
 	bhs_unlock(a);
 	return r;
 }
@@ -44,7 +50,10 @@ void bhs_role_drop(bulkhead_t *bh)
 	if (!role_ours(a))
 		return;
 	bhs_lock(a);
-	if (atomic_load_explicit(&a->seg->role, memory_order_relaxed) == a->lockval)
+	if (atomic_load_explicit(&a->seg->role, memory_order_relaxed) == a->lockval &&
+	    atomic_load_explicit(&a->role_handle, memory_order_relaxed) == bhi_id_of(bh) + 1) {
 		atomic_store_explicit(&a->seg->role, 0, memory_order_relaxed);
+		atomic_store_explicit(&a->role_handle, 0, memory_order_relaxed);
+	}
 	bhs_unlock(a);
 }

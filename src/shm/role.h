@@ -10,10 +10,11 @@
 
 #include "bulkhead.h"
 
-/* 0: the calling process holds the role (now, or already); -EAGAIN: a live
- * process holds it; -ENOSPC: this process could not register. */
+/* 0: bh (this handle of the calling process) holds the role (now, or
+ * already); -EAGAIN: a live process, or another handle of this one, holds
+ * it; -ENOSPC: this process could not register. */
 int bhs_role_take(bulkhead_t *bh);
-/* Give the role up if this process holds it. */
+/* Give the role up if bh holds it. */
 void bhs_role_drop(bulkhead_t *bh);
 
 #endif /* BH_SHM_ROLE_H */

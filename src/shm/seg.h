@@ -207,6 +207,10 @@ struct bhs_att {
 	struct bhs_proc *proc;     /* NULL: not registered (yet, or since fork) */
 	uint32_t pidx;             /* index of proc */
 	uint32_t lockval;          /* our value of the internal lock word */
+	/* The handle whose controller holds the role while the role word names
+	 * us (role.c): one mover per host, not one per handle. Its id + 1
+	 * (bhi_id_of: never reused), 0 for none. */
+	_Atomic uint64_t role_handle;
 	struct bhs_slot *shared;   /* threads without a slot of their own use
 				    * it holding the internal lock */
 	struct bhs_slot *slots;    /* the segment's arrays */
