@@ -589,6 +589,349 @@ static void test_queue_full_rejects(void **state)
 	shm_done(bh, name);
 }
 
+/* ---- stress: exact stats and no wrong -EOVERFLOW across processes ---------- */
+
+struct st_proc {
+	bulkhead_t *bh;
+	_Atomic uint64_t pool; /* permits held by the process, free for any thread */
+	_Atomic int acq, rel, busy, tmo, ovf, other;
+	unsigned seed;
+	int iters;
+};
+
+static void *st_thread(void *arg)
+{
+	struct st_proc *p = arg;
+	unsigned seed = p->seed ^ (unsigned)(uintptr_t)pthread_self();
+
+	for (int i = 0; i < p->iters; i++) {
+		uint32_t n = 1 + (rand_r(&seed) % 2);
+		int op = rand_r(&seed) % 4, r;
+
+		if (op == 0)
+			r = bh_try_acquire(p->bh, n);
+		else
+			r = bh_acquire(p->bh, n, bh_now_ns() + (rand_r(&seed) % 3000) * BH_USEC);
+		if (r == 0) {
+			p->acq++;
+			if (rand_r(&seed) % 3 == 0)
+				usleep(rand_r(&seed) % 300);
+			if (rand_r(&seed) % 2) {
+				r = bh_release(p->bh, n);
+				if (r == 0)
+					p->rel++;
+				else if (r == -EOVERFLOW)
+					p->ovf++;
+				else
+					p->other++;
+			} else {
+				atomic_fetch_add(&p->pool, n);
+			}
+		} else if (r == -EBUSY)
+			p->busy++;
+		else if (r == -ETIMEDOUT)
+			p->tmo++;
+		else
+			p->other++;
+		/* release what some sibling took */
+		uint64_t v = atomic_load(&p->pool);
+		while (v > 0) {
+			uint64_t m = v >= 2 && (rand_r(&seed) & 1) ? 2 : 1;
+			if (atomic_compare_exchange_weak(&p->pool, &v, v - m)) {
+				r = bh_release(p->bh, (uint32_t)m);
+				if (r == 0)
+					p->rel++;
+				else if (r == -EOVERFLOW)
+					p->ovf++;
+				else
+					p->other++;
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+static int st_child(void *arg, int out, int in)
+{
+	struct st_proc p = { 0 };
+	pthread_t t[3];
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &p.bh) != 0)
+		return 1;
+	p.seed = (unsigned)getpid();
+	p.iters = 400;
+	for (int i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, st_thread, &p);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	for (uint64_t v = atomic_load(&p.pool); v; v--) {
+		int r = bh_release(p.bh, 1);
+		if (r == 0)
+			p.rel++;
+		else if (r == -EOVERFLOW)
+			p.ovf++;
+		else
+			p.other++;
+	}
+	say(out, p.acq);
+	say(out, p.rel);
+	say(out, p.busy);
+	say(out, p.tmo);
+	say(out, p.ovf);
+	say(out, p.other);
+	bh_destroy(p.bh);
+	return 0;
+}
+
+static void stress_across_processes(uint32_t flags)
+{
+	const char *name = uniq("stress");
+	bulkhead_t *bh = shm_make(name, 3, 6, flags);
+	struct child c[3];
+	int tot[6] = { 0 };
+	struct bh_stats st;
+
+	for (int i = 0; i < 3; i++)
+		c[i] = spawn(st_child, (void *)name);
+	for (int i = 0; i < 3; i++) {
+		for (int k = 0; k < 6; k++)
+			tot[k] += hear(c[i].rd);
+		assert_int_equal(reap(&c[i]), 0);
+	}
+	st = stats_of(bh);
+	print_message("callers: acq %d rel %d busy %d tmo %d ovf %d other %d | stats: acq %llu"
+		      " rel %llu rej %llu tmo %llu ovr %llu inflight %llu q %llu procs %llu\n",
+		      tot[0], tot[1], tot[2], tot[3], tot[4], tot[5],
+		      (unsigned long long)st.acquired, (unsigned long long)st.released,
+		      (unsigned long long)st.rejected, (unsigned long long)st.timed_out,
+		      (unsigned long long)st.over_released, (unsigned long long)st.in_flight,
+		      (unsigned long long)st.queued, (unsigned long long)st.processes);
+	assert_int_equal(tot[4], 0);
+	assert_int_equal(tot[5], 0);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.acquired, (uint64_t)tot[0]);
+	assert_int_equal(st.released, (uint64_t)tot[1]);
+	assert_int_equal(st.rejected, (uint64_t)tot[2]);
+	assert_int_equal(st.timed_out, (uint64_t)tot[3]);
+	assert_int_equal(st.over_released, 0);
+	shm_done(bh, name);
+}
+
+static void test_stress_fair(void **state)
+{
+	(void)state;
+	stress_across_processes(BH_FAIR);
+}
+
+static void test_stress_unfair(void **state)
+{
+	(void)state;
+	stress_across_processes(0);
+}
+
+/* ---- async stress: each callback exactly once, stats exact ------------------ */
+
+#define AS_NODES 8
+struct as_proc {
+	bulkhead_t *bh;
+	struct bh_async node[AS_NODES];
+	_Atomic int runs[AS_NODES];
+	_Atomic int granted_pending[AS_NODES]; /* permits to release */
+	_Atomic int acq, rel, busy, cancelled, failed, twice, ovf, other;
+};
+
+static void as_cb(struct bh_async *node, int result)
+{
+	struct as_proc *p = node->data;
+	int i = (int)(node - p->node);
+
+	if (atomic_fetch_add(&p->runs[i], 1) != 0)
+		p->twice++;
+	if (result == 0) {
+		p->acq++;
+		atomic_store(&p->granted_pending[i], 1);
+	} else {
+		p->failed++;
+	}
+}
+
+static int as_child(void *arg, int out, int in)
+{
+	struct as_proc *p = calloc(1, sizeof(*p));
+	unsigned seed = (unsigned)getpid();
+	bool busy[AS_NODES] = { false }; /* queued (callback pending) */
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &p->bh) != 0)
+		return 1;
+	for (int it = 0; it < 1500; it++) {
+		int i = rand_r(&seed) % AS_NODES, r;
+
+		if (atomic_load(&p->granted_pending[i])) {
+			atomic_store(&p->granted_pending[i], 0);
+			r = bh_release(p->bh, 1);
+			if (r == 0)
+				p->rel++;
+			else if (r == -EOVERFLOW)
+				p->ovf++;
+			else
+				p->other++;
+		}
+		if (busy[i]) {
+			if (atomic_load(&p->runs[i]) == 1) {
+				busy[i] = false;
+				continue;
+			}
+			if (rand_r(&seed) % 2)
+				continue;
+			r = bh_cancel_async(p->bh, &p->node[i]);
+			if (r == 1)
+				p->cancelled++;
+			else if (atomic_load(&p->runs[i]) != 1)
+				p->other++; /* 0 means the callback ran */
+			busy[i] = false;
+			if (atomic_load(&p->granted_pending[i])) {
+				atomic_store(&p->granted_pending[i], 0);
+				r = bh_release(p->bh, 1);
+				if (r == 0)
+					p->rel++;
+				else
+					p->ovf++;
+			}
+			continue;
+		}
+		atomic_store(&p->runs[i], 0);
+		r = bh_acquire_async(p->bh, &p->node[i], 1, as_cb, p);
+		if (r == 0) {
+			p->acq++;
+			usleep(rand_r(&seed) % 100);
+			if (bh_release(p->bh, 1) == 0)
+				p->rel++;
+			else
+				p->ovf++;
+		} else if (r == 1) {
+			busy[i] = true;
+		} else if (r == -EBUSY) {
+			p->busy++;
+		} else {
+			p->other++;
+		}
+		if (rand_r(&seed) % 4 == 0)
+			usleep(50);
+	}
+	/* drain: wait for every queued node */
+	for (int i = 0; i < AS_NODES; i++) {
+		uint64_t end = bh_now_ns() + 10 * BH_SEC;
+
+		while (busy[i] && atomic_load(&p->runs[i]) != 1 && bh_now_ns() < end) {
+			/* release what others hold so the queue moves */
+			for (int k = 0; k < AS_NODES; k++)
+				if (atomic_exchange(&p->granted_pending[k], 0)) {
+					if (bh_release(p->bh, 1) == 0)
+						p->rel++;
+					else
+						p->ovf++;
+				}
+			usleep(100);
+		}
+		if (busy[i] && atomic_load(&p->runs[i]) != 1)
+			p->other += 1000;
+	}
+	for (int k = 0; k < AS_NODES; k++)
+		if (atomic_exchange(&p->granted_pending[k], 0)) {
+			if (bh_release(p->bh, 1) == 0)
+				p->rel++;
+			else
+				p->ovf++;
+		}
+	say(out, p->acq);
+	say(out, p->rel);
+	say(out, p->busy);
+	say(out, p->cancelled);
+	say(out, p->twice);
+	say(out, p->ovf);
+	say(out, p->other);
+	hear(in); /* stay attached until the parent has read the stats */
+	bh_destroy(p->bh);
+	return 0;
+}
+
+static void test_async_stress(void **state)
+{
+	const char *name = uniq("astress");
+	bulkhead_t *bh = shm_make(name, 2, 64, 0);
+	struct child c[3];
+	int tot[7] = { 0 };
+	struct bh_stats st;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		c[i] = spawn(as_child, (void *)name);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 7; k++)
+			tot[k] += hear(c[i].rd);
+	st = stats_of(bh);
+	for (int i = 0; i < 3; i++) {
+		say(c[i].wr, 0);
+		assert_int_equal(reap(&c[i]), 0);
+	}
+	print_message("callers: acq %d rel %d busy %d canc %d twice %d ovf %d other %d | stats:"
+		      " acq %llu rel %llu rej %llu canc %llu inflight %llu q %llu\n",
+		      tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], tot[6],
+		      (unsigned long long)st.acquired, (unsigned long long)st.released,
+		      (unsigned long long)st.rejected, (unsigned long long)st.cancelled,
+		      (unsigned long long)st.in_flight, (unsigned long long)st.queued);
+	assert_int_equal(tot[4], 0);
+	assert_int_equal(tot[5], 0);
+	assert_int_equal(tot[6], 0);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.acquired, (uint64_t)tot[0]);
+	assert_int_equal(st.released, (uint64_t)tot[1]);
+	assert_int_equal(st.rejected, (uint64_t)tot[2]);
+	assert_int_equal(st.cancelled, (uint64_t)tot[3]);
+	shm_done(bh, name);
+}
+
+static bulkhead_t *self_bh;
+static _Atomic int self_r = 99;
+static void self_cb(struct bh_async *node, int result)
+{
+	(void)result;
+	self_r = bh_cancel_async(self_bh, node); /* its own node, from its callback */
+}
+
+static int self_child(void *arg, int out, int in)
+{
+	struct bh_async node;
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &self_bh) != 0 || bh_try_acquire(self_bh, 1) != 0)
+		return 1;
+	alarm(3);
+	if (bh_acquire_async(self_bh, &node, 1, self_cb, NULL) != 1)
+		return 2;
+	bh_release(self_bh, 1);
+	for (int i = 0; i < 200 && self_r == 99; i++)
+		usleep(5000);
+	say(out, self_r);
+	return 0;
+}
+
+static void test_cancel_own_node_from_callback(void **state)
+{
+	const char *name = uniq("selfcancel");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct child c = spawn(self_child, (void *)name);
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 0);
+	assert_int_equal(wait_child(&c), 0);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -609,6 +952,10 @@ int main(void)
 		cmocka_unit_test(test_eintr_and_polls_are_retried),
 		cmocka_unit_test(test_unfair_starvation_guard),
 		cmocka_unit_test(test_queue_full_rejects),
+		cmocka_unit_test(test_stress_fair),
+		cmocka_unit_test(test_stress_unfair),
+		cmocka_unit_test(test_async_stress),
+		cmocka_unit_test(test_cancel_own_node_from_callback),
 	};
 
 	alarm(300);

@@ -300,9 +300,13 @@ int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 	}
 	bhs_unlock(a);
 	/* acquire: pairs with queue_async()'s release store of anode[i] */
-	if (agent_self == a && st >= QS_GRANTED && st <= QS_INVALID &&
-	    atomic_load_explicit(&a->anode[i], memory_order_acquire) == node) {
-		deliver(a, i, st);
+	if (agent_self == a && atomic_load_explicit(&a->anode[i], memory_order_acquire) == node) {
+		/* On the agent thread: a final state is delivered here; a node
+		 * being delivered is one whose callback this very thread is
+		 * running (the agent runs one at a time), which called us:
+		 * waiting for it to finish would wait for ourselves. */
+		if (st >= QS_GRANTED && st <= QS_INVALID)
+			deliver(a, i, st);
 		return 0;
 	}
 	pthread_mutex_lock(&a->mu);
