@@ -229,7 +229,7 @@ static void test_released_never_goes_back(void **state)
 	assert_int_equal(bh_try_acquire(bh, 1), 0);
 	assert_int_equal(bh_release(bh, 1), 0);
 	assert_int_equal(stats_of(bh).released, 1);
-	atomic_fetch_sub(&bh->word, 1); /* a take's CAS, its count not yet stored */
+	atomic_fetch_add(&bh->word, W_TAKE_ONE); /* a take's CAS, its count not yet stored */
 	st = stats_of(bh);
 	assert_int_equal(st.in_flight, 1);
 	assert_int_equal(st.acquired, 1);

@@ -26,22 +26,29 @@
 /*
  * The state word (see docs/design.md):
  *
- *   bits  0..20  avail + W_BIAS   permits free now (may be negative after a
- *                                 shrink); biased so plain +/- never carries
- *   bits 21..40  limit            max_concurrent in force
+ *   bits  0..20  W_BIAS - avail   permits free now, counted down from W_BIAS
+ *                                 (avail may be negative after a shrink)
+ *   bits 21..40  held             permits held now (in_flight)
  *   bits 41..60  queued           waiters in the FIFO queue
  *   bit  61      W_STARVING       unfair mode: the head waited too long, the
  *                                 next release hands off to it
  *   bit  62      W_WOKEN          unfair mode: the head was woken to compete
  *   bit  63      W_CLOSED
  *
- * in_flight = limit - avail. Everything a decision needs is in one load.
+ * limit = avail + held. Everything a decision needs is in one load, and the
+ * fast paths' decisions are one test each: a take of one permit may go
+ * ahead when none of W_TAKE1_BLOCK is set (bit 20 of the low field is clear
+ * exactly when avail >= 1), a give of one when some bit of W_HELD_MASK is
+ * (the exact over-release check). A take adds n * W_TAKE_ONE to the word, a
+ * give subtracts it; neither field ever carries into the next: avail stays
+ * within [-BH_LIMIT_MAX, BH_LIMIT_MAX] and held within [0, BH_LIMIT_MAX].
  */
 #define W_AVAIL_BITS 21
 #define W_AVAIL_MASK ((1ull << W_AVAIL_BITS) - 1)
 #define W_BIAS (1ull << 20)
-#define W_LIMIT_SHIFT 21
-#define W_LIMIT_MASK (0xfffffull << W_LIMIT_SHIFT)
+#define W_HELD_SHIFT 21
+#define W_HELD_ONE (1ull << W_HELD_SHIFT)
+#define W_HELD_MASK (0xfffffull << W_HELD_SHIFT)
 #define W_NQ_SHIFT 41
 #define W_NQ_ONE (1ull << W_NQ_SHIFT)
 #define W_NQ_MASK (0xfffffull << W_NQ_SHIFT)
@@ -49,22 +56,28 @@
 #define W_WOKEN (1ull << 62)
 #define W_CLOSED (1ull << 63)
 
+/* What taking one permit adds to the word: one less free, one more held. */
+#define W_TAKE_ONE (1ull + W_HELD_ONE)
+/* Any of these set and a take of one permit goes to the full check:
+ * closed, starving, someone queued, or no permit free (W_BIAS). */
+#define W_TAKE1_BLOCK (W_CLOSED | W_STARVING | W_NQ_MASK | W_BIAS)
+
 /* The word of a host-wide handle: closed and one waiter queued, so no fast
  * path takes, and a release goes to release_slow (see struct bulkhead). */
 #define BHI_WORD_EXT (W_CLOSED | W_NQ_ONE)
 
 static inline int64_t w_avail(uint64_t w)
 {
-	return (int64_t)(w & W_AVAIL_MASK) - (int64_t)W_BIAS;
-}
-static inline uint32_t w_limit(uint64_t w)
-{
-	return (uint32_t)((w & W_LIMIT_MASK) >> W_LIMIT_SHIFT);
+	return (int64_t)W_BIAS - (int64_t)(w & W_AVAIL_MASK);
 }
 /* Permits held now: in_flight. */
 static inline int64_t w_held(uint64_t w)
 {
-	return (int64_t)w_limit(w) - w_avail(w);
+	return (int64_t)((w & W_HELD_MASK) >> W_HELD_SHIFT);
+}
+static inline uint32_t w_limit(uint64_t w)
+{
+	return (uint32_t)(w_avail(w) + w_held(w));
 }
 static inline uint32_t w_nq(uint64_t w)
 {
@@ -72,8 +85,23 @@ static inline uint32_t w_nq(uint64_t w)
 }
 static inline uint64_t w_make(int64_t avail, uint32_t limit, uint32_t nq)
 {
-	return (uint64_t)(avail + (int64_t)W_BIAS) |
-	       ((uint64_t)limit << W_LIMIT_SHIFT) | ((uint64_t)nq << W_NQ_SHIFT);
+	return (uint64_t)((int64_t)W_BIAS - avail) |
+	       ((uint64_t)((int64_t)limit - avail) << W_HELD_SHIFT) |
+	       ((uint64_t)nq << W_NQ_SHIFT);
+}
+/* n permits taken, or given back. */
+static inline uint64_t w_take(uint64_t w, uint32_t n)
+{
+	return w + (uint64_t)n * W_TAKE_ONE;
+}
+static inline uint64_t w_give(uint64_t w, uint32_t n)
+{
+	return w - (uint64_t)n * W_TAKE_ONE;
+}
+/* The limit set to limit: the permits held stay, the free ones follow. */
+static inline uint64_t w_with_limit(uint64_t w, uint32_t limit)
+{
+	return (w & ~W_AVAIL_MASK) | (uint64_t)((int64_t)W_BIAS - ((int64_t)limit - w_held(w)));
 }
 
 /* The counters of a thread slot (the core's struct bhi_slot, the segment's

@@ -202,7 +202,8 @@ static void serve(struct bulkhead *bh, struct wake_batch *wb)
 			handoff = must_handoff(bh, w, h);
 			if (!handoff && (w & W_WOKEN))
 				return; /* the head is already on its way */
-			nw = handoff ? (w - h->n - W_NQ_ONE) & ~(W_WOKEN | W_STARVING) : w | W_WOKEN;
+			nw = handoff ? (w_take(w, h->n) - W_NQ_ONE) & ~(W_WOKEN | W_STARVING)
+				     : w | W_WOKEN;
 		} while (!cas_word(bh, &w, nw));
 		if (!handoff) {
 			notify(h, WS_WOKEN, wb);
@@ -233,7 +234,7 @@ static int admit(struct bulkhead *bh, struct bh_qlink *l)
 		take = !shut && may_take(w, l->n);
 		if (!take && w_nq(w) >= bh->queue_cap)
 			return -EBUSY;
-		nw = take ? w - l->n : w + W_NQ_ONE;
+		nw = take ? w_take(w, l->n) : w + W_NQ_ONE;
 	} while (!cas_word(bh, &w, nw));
 	if (take)
 		return 0;
@@ -259,7 +260,7 @@ static void return_grant(struct bulkhead *bh, uint32_t n, struct wake_batch *wb)
 	atomic_fetch_add_explicit(&bh->grants_returned, n, memory_order_relaxed);
 	do
 		room = w_held(w);
-	while (!cas_word(bh, &w, w + (room < n ? (uint64_t)room : n)));
+	while (!cas_word(bh, &w, w_give(w, room < n ? (uint32_t)room : n)));
 	if (room < n) {
 		atomic_fetch_add_explicit(&bh->over_released, 1, memory_order_relaxed);
 		/* release: what did not go back, the over-release gave back */
@@ -281,11 +282,11 @@ int bhi_release_slow(struct bulkhead *bh, uint32_t n)
 	lock(bh, &wb);
 	w = load_word(bh);
 	do {
-		if (w_avail(w) + n > (int64_t)w_limit(w)) {
+		if (w_held(w) < (int64_t)n) {
 			unlock(bh, &wb);
 			return bhi_over_release(bh);
 		}
-	} while (!cas_word(bh, &w, w + n));
+	} while (!cas_word(bh, &w, w_give(w, n)));
 	note_release(bh);
 	dispatch(bh, &wb);
 	unlock(bh, &wb);
@@ -320,7 +321,7 @@ static bool compete(struct bulkhead *bh, struct sync_waiter *sw)
 	w = load_word(bh);
 	do {
 		won = !shut && w_avail(w) >= (int64_t)sw->link.n;
-		nw = won ? w - sw->link.n - W_NQ_ONE : w;
+		nw = won ? w_take(w, sw->link.n) - W_NQ_ONE : w;
 		nw &= ~(W_WOKEN | W_STARVING);
 		if (!won && starving(bh, sw, now))
 			nw |= W_STARVING;
@@ -590,12 +591,9 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 		return bhs_set_limit(bh, max_concurrent);
 	lock(bh, &wb);
 	w = load_word(bh);
-	do {
-		int64_t avail = w_avail(w) + (int64_t)max_concurrent - w_limit(w);
-
-		nw = (w & ~(W_AVAIL_MASK | W_LIMIT_MASK)) |
-		     (w_make(avail, max_concurrent, 0) & (W_AVAIL_MASK | W_LIMIT_MASK));
-	} while (!cas_word(bh, &w, nw));
+	do
+		nw = w_with_limit(w, max_concurrent);
+	while (!cas_word(bh, &w, nw));
 	fail_waiters(bh, max_concurrent, -EINVAL, &wb);
 	dispatch(bh, &wb);
 	unlock(bh, &wb);

@@ -242,7 +242,7 @@ static inline __attribute__((always_inline)) bool take_on(struct bhs_att *a,
 
 	while (may_take(w, n)) {
 		/* acq_rel: see cas_sword */
-		if (atomic_compare_exchange_weak_explicit(word, &w, w - n, memory_order_acq_rel,
+		if (atomic_compare_exchange_weak_explicit(word, &w, w_take(w, n), memory_order_acq_rel,
 							  memory_order_acquire)) {
 			BHS_POINT(BP_ACQ_CAS);
 			win_close(s, l + n);
@@ -260,25 +260,40 @@ bool bhs_take_on(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 	return take_on(a, s, n, counts(a));
 }
 
+/* acq_rel: see cas_sword */
+static inline bool cas_fast(_Atomic uint64_t *word, uint64_t *w, uint64_t nw)
+{
+	return atomic_compare_exchange_weak_explicit(word, w, nw, memory_order_acq_rel,
+						     memory_order_acquire);
+}
+
+/* take1_on()'s CAS after a first try failed: the full look (may_take()). */
+static __attribute__((noinline)) bool take1_retry(_Atomic uint64_t *word, uint64_t w)
+{
+	do {
+		if (!may_take(w, 1))
+			return false;
+	} while (!cas_fast(word, &w, w_take(w, 1)));
+	return true;
+}
+
 /* take_on() for one permit, through the slot's in word: its count is the
- * record and the count of the acquire in one store. */
+ * record and the count of the acquire in one store. The first try decides
+ * with one test, as the core's (src/core/word.c, may_take_fast()). */
 static inline __attribute__((always_inline)) bool take1_on(_Atomic uint64_t *word,
 							   struct bhs_slot *s)
 {
 	uint64_t in = win_open_on(&s->in);
 	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
 
-	while (may_take(w, 1)) {
-		/* acq_rel: see cas_sword */
-		if (atomic_compare_exchange_weak_explicit(word, &w, w - 1, memory_order_acq_rel,
-							  memory_order_acquire)) {
-			BHS_POINT(BP_ACQ_CAS);
-			win_close_on(&s->in, in + 1);
-			return true;
-		}
+	if (BHI_UNLIKELY((w & S_TAKE1_BLOCK) || !cas_fast(word, &w, w_take(w, 1))) &&
+	    !take1_retry(word, w)) {
+		win_close_on(&s->in, in);
+		return false;
 	}
-	win_close_on(&s->in, in);
-	return false;
+	BHS_POINT(BP_ACQ_CAS);
+	win_close_on(&s->in, in + 1);
+	return true;
 }
 
 /* Is a transfer running? The look comes after the window's mark, with a
@@ -323,7 +338,7 @@ static inline __attribute__((always_inline)) int give_on(struct bhs_att *a, stru
 	w = atomic_load_explicit(word, memory_order_relaxed);
 	while (may_give(w, n)) {
 		/* acq_rel: see cas_sword */
-		if (atomic_compare_exchange_weak_explicit(word, &w, w + n, memory_order_acq_rel,
+		if (atomic_compare_exchange_weak_explicit(word, &w, w_give(w, n), memory_order_acq_rel,
 							  memory_order_acquire)) {
 			BHS_POINT(BP_REL_CAS);
 			win_close(s, l - n);
@@ -365,18 +380,20 @@ static inline __attribute__((always_inline)) int give1_on(struct bhs_att *a, str
 		win_close_on(&s->out, out);
 		return GIVE_SHORT;
 	}
-	w = atomic_load_explicit(word, memory_order_relaxed);
-	while (may_give(w, 1)) {
-		/* acq_rel: see cas_sword */
-		if (atomic_compare_exchange_weak_explicit(word, &w, w + 1, memory_order_acq_rel,
-							  memory_order_acquire)) {
-			BHS_POINT(BP_REL_CAS);
-			win_close_on(&s->out, out + 1);
-			return GIVE_OK;
-		}
-	}
+	/* The first CAS expects no waiter and no freeze, so that either
+	 * makes it fail instead of a test before it (the core's give_word()) */
+	w = atomic_load_explicit(word, memory_order_relaxed) & ~(S_NQ_MASK | S_FROZEN);
+	if (BHI_LIKELY(w_held(w) >= 1) && BHI_LIKELY(cas_fast(word, &w, w_give(w, 1))))
+		goto given;
+	while (may_give(w, 1))
+		if (cas_fast(word, &w, w_give(w, 1)))
+			goto given;
 	win_close_on(&s->out, out);
 	return GIVE_LOCK;
+given:
+	BHS_POINT(BP_REL_CAS);
+	win_close_on(&s->out, out + 1);
+	return GIVE_OK;
 }
 
 /* The same under the lock, serving the queue (the caller dispatches): the
@@ -395,7 +412,7 @@ int bhs_give_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 		return GIVE_SHORT;
 	}
 	w = load_sword(a);
-	while (!cas_sword(a, &w, w + n))
+	while (!cas_sword(a, &w, w_give(w, n)))
 		;
 	BHS_POINT(BP_REL_CAS);
 	win_close(s, l - n);

@@ -251,7 +251,8 @@ static void serve(struct bhs_att *a)
 			handoff = must_handoff(a, w, q);
 			if (!handoff && (w & W_WOKEN))
 				return; /* the head is already on its way */
-			nw = handoff ? (w - n - W_NQ_ONE) & ~(W_WOKEN | W_STARVING) : w | W_WOKEN;
+			nw = handoff ? (w_take(w, n) - W_NQ_ONE) & ~(W_WOKEN | W_STARVING)
+				     : w | W_WOKEN;
 		} while (!cas_sword(a, &w, nw));
 		if (!handoff) {
 			bhs_notify_locked(a, h, QS_WOKEN);
@@ -298,7 +299,7 @@ int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_
 			win_close(s, l);
 			return -EBUSY;
 		}
-		nw = take ? w - n : w + W_NQ_ONE;
+		nw = take ? w_take(w, n) : w + W_NQ_ONE;
 		BHS_POINT(BP_ADMIT);
 	} while (!cas_sword(a, &w, nw));
 	if (take) {
@@ -513,12 +514,9 @@ int bhs_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 		return -ENOSPC;
 	bhs_lock(a);
 	w = load_sword(a);
-	do {
-		int64_t avail = w_avail(w) + (int64_t)max_concurrent - w_limit(w);
-
-		nw = (w & ~(W_AVAIL_MASK | W_LIMIT_MASK)) |
-		     (w_make(avail, max_concurrent, 0) & (W_AVAIL_MASK | W_LIMIT_MASK));
-	} while (!cas_sword(a, &w, nw));
+	do
+		nw = w_with_limit(w, max_concurrent);
+	while (!cas_sword(a, &w, nw));
 	BHS_POINT(BP_LIMITED);
 	fail_waiters(a, max_concurrent, QS_INVALID);
 	bhs_dispatch_locked(a);
@@ -535,7 +533,7 @@ void bhs_gauges(const bulkhead_t *bh, uint64_t *limit, uint64_t *in_flight,
 	uint64_t w = atomic_load_explicit(&att_of(bh)->seg->word, memory_order_acquire);
 
 	*limit = w_limit(w);
-	*in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));
+	*in_flight = (uint64_t)w_held(w);
 	*queued = s_nq(w);
 }
 
@@ -570,7 +568,7 @@ void bhs_stats(const bulkhead_t *bh, struct bh_stats *out)
 		live += atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) == PS_LIVE;
 	memset(out, 0, sizeof(*out));
 	out->limit = w_limit(w);
-	out->in_flight = (uint64_t)((int64_t)w_limit(w) - w_avail(w));
+	out->in_flight = (uint64_t)w_held(w);
 	out->queued = s_nq(w);
 	out->acquired = sum[BHI_ACQUIRED];
 	out->released = sum[BHI_RELEASED];

@@ -284,7 +284,7 @@ static void give_back(struct bhs_att *a, uint64_t held, uint64_t flip)
 
 	/* acq_rel: gives the permits back like any change of the word
 	 * (cas_sword()); pairs with the next taker's acquire */
-	while (!atomic_compare_exchange_weak_explicit(&a->seg->word, &w, (w + held) ^ flip,
+	while (!atomic_compare_exchange_weak_explicit(&a->seg->word, &w, w_give(w, (uint32_t)held) ^ flip,
 						      memory_order_acq_rel, memory_order_relaxed))
 		;
 }
@@ -578,7 +578,7 @@ static bool rebuild(struct bhs_att *a, bool must)
 			c.held += held_of(s, atomic_load_explicit(&s->ledger, memory_order_relaxed));
 	}
 	census_nodes(a, &c);
-	before = (int64_t)w_limit(w) - w_avail(w);
+	before = w_held(w);
 	nw = w_make((int64_t)w_limit(w) - (int64_t)c.held, w_limit(w), 0) |
 	     ((uint64_t)c.nq << W_NQ_SHIFT) | (w & W_CLOSED) | ((w & S_EPOCH) ^ S_EPOCH);
 	log_open(a, NONE, before > (int64_t)c.held ? (uint64_t)before - c.held : 0,

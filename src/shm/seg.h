@@ -17,8 +17,8 @@
 
 /* ---- the shared word ---------------------------------------------------
  *
- *   bits  0..20  avail + W_BIAS  as in the core
- *   bits 21..40  limit           as in the core
+ *   bits  0..20  W_BIAS - avail  as in the core
+ *   bits 21..40  held            as in the core
  *   bits 41..56  queued          waiters, host-wide (at most BHS_QUEUE_MAX)
  *   bit  57      S_EPOCH         flips at the commit of every logged
  *                                recovery (reclaim.c: the recovery log)
@@ -32,6 +32,8 @@
 #define S_EPOCH (1ull << 57)
 #define S_FROZEN (1ull << 60)
 #define BHS_QUEUE_MAX 0xffffu
+/* The core's W_TAKE1_BLOCK, and frozen. */
+#define S_TAKE1_BLOCK (W_CLOSED | W_STARVING | S_FROZEN | S_NQ_MASK | W_BIAS)
 
 static inline uint32_t s_nq(uint64_t w)
 {
@@ -70,7 +72,7 @@ static inline uint32_t s_nq(uint64_t w)
 #define BHS_LOCK_BASE ((off_t)1 << 40) /* byte BASE + i: process i's liveness lock */
 
 #define BHS_MAGIC 0x314d48536b6c7562ull /* "bulkSHM1", little-endian */
-#define BHS_LAYOUT 3u
+#define BHS_LAYOUT 4u
 
 /* Offsets in the segment are cache-line aligned. */
 static inline size_t bhs_align_up(size_t v)
@@ -344,14 +346,14 @@ static inline bool may_take(uint64_t w, uint32_t n)
 }
 
 /* A release may skip the lock: nobody queued needs serving, not frozen,
- * and (a check the ledgers make redundant) the word has room for it. */
+ * and (a check the ledgers make redundant) the word holds the permits. */
 static inline bool may_give(uint64_t w, uint32_t n)
 {
 	if (w & S_FROZEN)
 		return false;
 	if ((w & S_NQ_MASK) && !(w & W_WOKEN))
 		return false;
-	return w_avail(w) + n <= (int64_t)w_limit(w);
+	return w_held(w) >= (int64_t)n;
 }
 
 /* What slot s holds, given its ledger's value l (the words must be closed,

@@ -123,6 +123,14 @@ int bhs_check_hdr(const struct bhs_hdr *h, const char *name, off_t file_size)
 	return 0;
 }
 
+/* A word whose limit (free + held) is one a bulkhead can have. */
+static bool word_sane(uint64_t w)
+{
+	int64_t limit = w_avail(w) + w_held(w);
+
+	return limit >= 1 && limit <= (int64_t)BH_LIMIT_MAX;
+}
+
 /* The recovery log (reclaim.c): closed, or open (bit 0) with an epoch
  * (bit 1) for a process slot or for a rebuild (UINT32_MAX), whose word to
  * thaw to has a limit. */
@@ -138,7 +146,7 @@ static bool rlog_valid(const struct bhs_seg *g)
 	if (open & ~3u || !(open & 1u))
 		return false;
 	if (pidx == UINT32_MAX)
-		return w_limit(thaw) != 0 && w_avail(thaw) <= (int64_t)w_limit(thaw);
+		return word_sane(thaw);
 	return pidx < g->hdr.nprocs;
 }
 
@@ -148,7 +156,7 @@ int bhs_check_state(const struct bhs_seg *g)
 	uint64_t w = atomic_load_explicit(&((struct bhs_seg *)g)->word, memory_order_relaxed);
 	uint32_t lock = atomic_load_explicit(&((struct bhs_seg *)g)->lock, memory_order_relaxed);
 
-	if (w_limit(w) == 0 || w_avail(w) > (int64_t)w_limit(w) ||
+	if (!word_sane(w) ||
 	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (3ull << 58)))
 		return -EBADMSG;
 	if (lock && ((lock & 0xffffu) == 0 || (lock & 0xffffu) > g->hdr.nprocs))

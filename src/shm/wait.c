@@ -85,7 +85,7 @@ static bool compete(struct waiter *wt)
 	w = load_sword(a);
 	do {
 		won = w_avail(w) >= (int64_t)n;
-		nw = won ? w - n - W_NQ_ONE : w;
+		nw = won ? w_take(w, n) - W_NQ_ONE : w;
 		nw &= ~(W_WOKEN | W_STARVING);
 		if (!won && starving(a, q, now))
 			nw |= W_STARVING;
@@ -155,8 +155,9 @@ static void on_cancel(void *arg)
 	if (st == QS_GRANTED) {
 		/* acq_rel: gives the grant back like any change of the word
 		 * (cas_sword()); pairs with the next taker's acquire */
-		atomic_fetch_add_explicit(&a->seg->word, atomic_load_explicit(&q->n,
-									      memory_order_relaxed),
+		atomic_fetch_sub_explicit(&a->seg->word,
+					  atomic_load_explicit(&q->n, memory_order_relaxed) *
+						  W_TAKE_ONE,
 					  memory_order_acq_rel);
 		bhs_dispatch_locked(a);
 	} else if (!state_final(st)) {
