@@ -36,10 +36,10 @@
  *   bit  63      W_CLOSED
  *
  * limit = avail + held. Everything a decision needs is in one load, and the
- * fast paths' decisions are one test each: a take of one permit may go
+ * fast paths decide with single tests of it: a take of one permit may go
  * ahead when none of W_TAKE1_BLOCK is set (bit 20 of the low field is clear
- * exactly when avail >= 1), a give of one when some bit of W_HELD_MASK is
- * (the exact over-release check). A take adds n * W_TAKE_ONE to the word, a
+ * exactly when avail >= 1), a give of one when nobody is queued and some
+ * bit of W_HELD_MASK is set (the exact over-release check). A take adds n * W_TAKE_ONE to the word, a
  * give subtracts it; neither field ever carries into the next: avail stays
  * within [-BH_LIMIT_MAX, BH_LIMIT_MAX] and held within [0, BH_LIMIT_MAX].
  */

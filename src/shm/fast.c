@@ -380,10 +380,10 @@ static inline __attribute__((always_inline)) int give1_on(struct bhs_att *a, str
 		win_close_on(&s->out, out);
 		return GIVE_SHORT;
 	}
-	/* The first CAS expects no waiter and no freeze, so that either
-	 * makes it fail instead of a test before it (the core's give_word()) */
-	w = atomic_load_explicit(word, memory_order_relaxed) & ~(S_NQ_MASK | S_FROZEN);
-	if (BHI_LIKELY(w_held(w) >= 1) && BHI_LIKELY(cas_fast(word, &w, w_give(w, 1))))
+	/* single tests first, as the core's give_word() */
+	w = atomic_load_explicit(word, memory_order_relaxed);
+	if (BHI_LIKELY(!(w & (S_NQ_MASK | S_FROZEN))) && BHI_LIKELY(w & W_HELD_MASK) &&
+	    BHI_LIKELY(cas_fast(word, &w, w_give(w, 1))))
 		goto given;
 	while (may_give(w, 1))
 		if (cas_fast(word, &w, w_give(w, 1)))
