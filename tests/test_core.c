@@ -243,6 +243,47 @@ static void test_released_never_goes_back(void **state)
 	bh_destroy(bh);
 }
 
+/* The word's fields at their ends: every permit held, then the limit cut to
+ * 1 (free permits at their lowest, -(BH_LIMIT_MAX - 1)), then raised back
+ * with one held. A take or give that carried from one field into the next
+ * would show in the gauges or in what the next call is told. */
+static void test_word_fields_at_their_ends(void **state)
+{
+	bulkhead_t *bh = make_bh(BH_LIMIT_MAX, 0, 0);
+	struct bh_stats st;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, BH_LIMIT_MAX), 0);
+	assert_int_equal(bh_set_limit(bh, 1), 0);
+	st = stats_of(bh);
+	assert_int_equal(st.limit, 1);
+	assert_int_equal(st.in_flight, BH_LIMIT_MAX);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, BH_LIMIT_MAX - 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* avail 0 */
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_set_limit(bh, BH_LIMIT_MAX), 0);
+	assert_int_equal(bh_try_acquire(bh, BH_LIMIT_MAX - 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	st = stats_of(bh);
+	assert_int_equal(st.limit, BH_LIMIT_MAX);
+	assert_int_equal(st.in_flight, BH_LIMIT_MAX);
+	assert_int_equal(st.queued, 0);
+	for (uint32_t i = 0; i < 3; i++)
+		assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, BH_LIMIT_MAX - 3), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.acquired, 3);
+	assert_int_equal(st.rejected, 3);
+	assert_int_equal(st.released, 6);
+	assert_int_equal(st.over_released, 2);
+	bh_destroy(bh);
+}
+
 static void test_over_release_changes_nothing(void **state)
 {
 	bulkhead_t *bh = make_bh(4, 0, 0);
@@ -1465,6 +1506,7 @@ int main(void)
 		cmocka_unit_test(test_errno_untouched),
 		cmocka_unit_test(test_try_acquire_and_release),
 		cmocka_unit_test(test_released_never_goes_back),
+		cmocka_unit_test(test_word_fields_at_their_ends),
 		cmocka_unit_test(test_over_release_changes_nothing),
 		cmocka_unit_test(test_timeout_racing_grant_keeps_permit),
 		cmocka_unit_test(test_timeout_then_release_goes_to_pool),
