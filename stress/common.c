@@ -1100,9 +1100,15 @@ static void watch_one(struct st_bh *sb)
 	if (m != w_nq(w))
 		st_fail("[%s] the queue holds %u nodes but the word counts %u", sb->label, m,
 			w_nq(w));
-	if (w_avail(w) > (int64_t)w_limit(w))
-		st_fail("[%s] %" PRId64 " permits free with a limit of %u: permits were created",
-			sb->label, w_avail(w), w_limit(w));
+	/* The word counts free and held permits; a give of more than it holds
+	 * borrows from the next field, and its limit (free + held) leaves the
+	 * limits that can be in force. The ceiling is read after the word: under
+	 * the lock no bh_set_limit moves the limit, and the ceiling only drops
+	 * to a limit already set. */
+	if (w_limit(w) > atomic_load(&sb->ceiling))
+		st_fail("[%s] %" PRId64 " permits free and %" PRId64 " held, a limit of %u above "
+			"the ceiling %u: permits were created",
+			sb->label, w_avail(w), w_held(w), w_limit(w), atomic_load(&sb->ceiling));
 	if ((w & W_CLOSED) && m)
 		st_fail("[%s] closed, yet %u waiters are queued", sb->label, m);
 	if (head && !(w & W_CLOSED) && w_avail(w) >= (int64_t)head->n) {

@@ -62,9 +62,10 @@
  * closed, starving, someone queued, or no permit free (W_BIAS). */
 #define W_TAKE1_BLOCK (W_CLOSED | W_STARVING | W_NQ_MASK | W_BIAS)
 
-/* The word of a host-wide handle: closed and one waiter queued, so no fast
- * path takes, and a release goes to release_slow (see struct bulkhead). */
-#define BHI_WORD_EXT (W_CLOSED | W_NQ_ONE)
+/* The word of a host-wide handle: closed, one waiter queued and nothing
+ * free or held (limit 0), so no fast path takes, and a release goes to
+ * release_slow (see struct bulkhead). */
+#define BHI_WORD_EXT (W_CLOSED | W_NQ_ONE | W_BIAS)
 
 static inline int64_t w_avail(uint64_t w)
 {
