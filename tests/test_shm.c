@@ -500,6 +500,32 @@ static void test_frozen_word_free_lock(void **state)
 
 /* ---- ledgers and the fast paths ---------------------------------------------- */
 
+/* A word that counts fewer permits held than the ledgers (a segment damaged
+ * by something other than this library: no crash leaves one) takes back
+ * only what it holds: a give never borrows from the queued count and the
+ * flags above it. */
+static void test_word_short_of_ledgers(void **state)
+{
+	const char *name = uniq("short");
+	bulkhead_t *bh = shm_make(name, 3, 2, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	uint64_t w;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	w = atomic_load(&g->word);
+	atomic_store(&g->word, w_give(w, 1)); /* the damage: the word forgets it */
+	assert_int_equal(bh_release(bh, 1), 0);
+	w = atomic_load(&g->word);
+	assert_false(w & (W_CLOSED | W_STARVING | W_WOKEN | S_FROZEN | S_EPOCH));
+	assert_int_equal(s_nq(w), 0);
+	assert_int_equal(w_held(w), 0);
+	assert_int_equal(w_limit(w), 3);
+	assert_int_equal(bh_try_acquire(bh, 3), 0);
+	assert_int_equal(bh_release(bh, 3), 0);
+	shm_done(bh, name);
+}
+
 static void test_try_release_counts(void **state)
 {
 	const char *name = uniq("try");
@@ -1435,6 +1461,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_state_refused),
 		cmocka_unit_test(test_fuzz_attach),
 		cmocka_unit_test(test_frozen_word_free_lock),
+		cmocka_unit_test(test_word_short_of_ledgers),
 		cmocka_unit_test(test_try_release_counts),
 		cmocka_unit_test(test_fast_pairs_count_exactly),
 		cmocka_unit_test(test_errno_untouched),

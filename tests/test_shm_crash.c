@@ -544,6 +544,54 @@ static void await_deaths(bulkhead_t *bh, uint64_t want)
 	}
 }
 
+/* Holds one permit, then damages the word so that it no longer counts it
+ * (nothing but a foreign write leaves a word short of the ledgers), and
+ * waits to be killed. */
+static int hold_then_damage_main(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+	struct bhs_seg *g;
+	uint64_t w;
+
+	(void)in;
+	bh_destroy(f->inherited);
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0)
+		return 1;
+	g = bhs_segment(bh, NULL);
+	w = atomic_load(&g->word);
+	atomic_store(&g->word, w_give(w, 1));
+	say(out, 0);
+	pause();
+	return 0;
+}
+
+/* The dead process's ledger says it held one; the word counts none. Its
+ * reclaim gives back only what the word holds: the queued count and the
+ * flags stay as they were. */
+static void test_reclaim_of_word_short_of_ledgers(void **state)
+{
+	const char *name = uniq("shortdead");
+	bulkhead_t *bh = shm_make(name, 3, 2, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct fresh f = { name, bh };
+	struct child c = spawn(hold_then_damage_main, &f);
+	uint64_t w;
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 0);
+	kill_reap(&c);
+	await_deaths(bh, 1);
+	w = atomic_load(&g->word);
+	assert_false(w & (W_CLOSED | W_STARVING | W_WOKEN | S_FROZEN));
+	assert_int_equal(s_nq(w), 0);
+	assert_int_equal(w_held(w), 0);
+	assert_int_equal(w_limit(w), 3);
+	assert_int_equal(bh_try_acquire(bh, 3), 0);
+	assert_int_equal(bh_release(bh, 3), 0);
+	shm_done(bh, name);
+}
+
 /* The first victim dies holding 2 (inside a window: the scan rebuilds;
  * with closed ledgers: it reclaims); a recoverer holding 1 dies at point;
  * if replay is a point, the next one, replaying that recoverer's log,
@@ -1385,6 +1433,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_killed_between_cas_and_ledger),
 		cmocka_unit_test(test_killed_between_release_cas_and_ledger),
+		cmocka_unit_test(test_reclaim_of_word_short_of_ledgers),
 		cmocka_unit_test(test_killed_while_queued),
 		cmocka_unit_test(test_handoff_to_dead_waiter_passes_on),
 		cmocka_unit_test(test_killed_right_after_handoff),

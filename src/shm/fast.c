@@ -412,7 +412,7 @@ int bhs_give_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t n)
 		return GIVE_SHORT;
 	}
 	w = load_sword(a);
-	while (!cas_sword(a, &w, w_give(w, n)))
+	while (!cas_sword(a, &w, s_give(w, n)))
 		;
 	BHS_POINT(BP_REL_CAS);
 	win_close(s, l - n);

@@ -284,7 +284,7 @@ static void give_back(struct bhs_att *a, uint64_t held, uint64_t flip)
 
 	/* acq_rel: gives the permits back like any change of the word
 	 * (cas_sword()); pairs with the next taker's acquire */
-	while (!atomic_compare_exchange_weak_explicit(&a->seg->word, &w, w_give(w, (uint32_t)held) ^ flip,
+	while (!atomic_compare_exchange_weak_explicit(&a->seg->word, &w, s_give(w, held) ^ flip,
 						      memory_order_acq_rel, memory_order_relaxed))
 		;
 }

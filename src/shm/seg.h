@@ -356,6 +356,18 @@ static inline bool may_give(uint64_t w, uint32_t n)
 	return w_held(w) >= (int64_t)n;
 }
 
+/* n permits given back by a path that trusts the ledgers or a granted node
+ * rather than the word (a locked give, a reclaim, a cancelled grant): at
+ * most what the word holds. The two agree in every state the library
+ * leaves, crashes included; in a segment damaged by something else, a give
+ * of more would borrow from the queued count and the flags above it. */
+static inline uint64_t s_give(uint64_t w, uint64_t n)
+{
+	uint64_t held = (uint64_t)w_held(w);
+
+	return w_give(w, (uint32_t)(n < held ? n : held));
+}
+
 /* What slot s holds, given its ledger's value l (the words must be closed,
  * or in the caller's own window). */
 static inline uint64_t held_of(struct bhs_slot *s, uint64_t l)

@@ -155,10 +155,11 @@ static void on_cancel(void *arg)
 	if (st == QS_GRANTED) {
 		/* acq_rel: gives the grant back like any change of the word
 		 * (cas_sword()); pairs with the next taker's acquire */
-		atomic_fetch_sub_explicit(&a->seg->word,
-					  atomic_load_explicit(&q->n, memory_order_relaxed) *
-						  W_TAKE_ONE,
-					  memory_order_acq_rel);
+		uint32_t n = atomic_load_explicit(&q->n, memory_order_relaxed);
+		uint64_t w = load_sword(a);
+
+		while (!cas_sword(a, &w, s_give(w, n)))
+			;
 		bhs_dispatch_locked(a);
 	} else if (!state_final(st)) {
 		bhs_unqueue_locked(a, wt->qi);
