@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "shm/seg.h"
 #include "bulkhead/shm.h"
 #include "shm/hooks.h"
 
@@ -181,6 +182,22 @@ static inline uint64_t await_in_flight(bulkhead_t *bh, uint64_t n, uint64_t limi
 		usleep(1000);
 	}
 	return bh_now_ns() - t0;
+}
+
+/* The segment's word as a damaged word's give must leave it: no flag set,
+ * nobody queued or holding, the limit unchanged; and every permit can be
+ * taken and given back. */
+static inline void assert_word_clean(bulkhead_t *bh, uint32_t limit)
+{
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	uint64_t w = atomic_load(&g->word);
+
+	assert_false(w & (W_CLOSED | W_STARVING | W_WOKEN | S_FROZEN));
+	assert_int_equal(s_nq(w), 0);
+	assert_int_equal(w_held(w), 0);
+	assert_int_equal(w_limit(w), limit);
+	assert_int_equal(bh_try_acquire(bh, limit), 0);
+	assert_int_equal(bh_release(bh, limit), 0);
 }
 
 #endif /* BH_SHMUTIL_H */

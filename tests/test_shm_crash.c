@@ -573,22 +573,14 @@ static void test_reclaim_of_word_short_of_ledgers(void **state)
 {
 	const char *name = uniq("shortdead");
 	bulkhead_t *bh = shm_make(name, 3, 2, 0);
-	struct bhs_seg *g = bhs_segment(bh, NULL);
 	struct fresh f = { name, bh };
 	struct child c = spawn(hold_then_damage_main, &f);
-	uint64_t w;
 
 	(void)state;
 	assert_int_equal(hear(c.rd), 0);
 	kill_reap(&c);
 	await_deaths(bh, 1);
-	w = atomic_load(&g->word);
-	assert_false(w & (W_CLOSED | W_STARVING | W_WOKEN | S_FROZEN));
-	assert_int_equal(s_nq(w), 0);
-	assert_int_equal(w_held(w), 0);
-	assert_int_equal(w_limit(w), 3);
-	assert_int_equal(bh_try_acquire(bh, 3), 0);
-	assert_int_equal(bh_release(bh, 3), 0);
+	assert_word_clean(bh, 3);
 	shm_done(bh, name);
 }
 
