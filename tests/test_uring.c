@@ -2030,6 +2030,78 @@ static void flavour_round(unsigned flags)
 	fix_free(f);
 }
 
+/* One reap across the end of the CQ array: its CQEs are read in runs that
+ * end there, and every CQE is still shown once, in the order the kernel
+ * posted it, with its op and every permit back. Batches of 3 NOPs on an
+ * 8-entry CQ start at 0, 3, 6 (across the end), 1, 4, 7 (across), ... */
+struct order {
+	struct bh_uring_op *seen[8];
+	unsigned n;
+	int bad_kind;
+};
+
+static void order_cqe(void *ctx, struct io_uring_cqe *cqe, int kind, struct bh_uring_op *op)
+{
+	struct order *o = ctx;
+
+	(void)cqe;
+	if (kind != BH_URING_DONE || o->n == 8)
+		o->bad_kind = kind == BH_URING_DONE ? -1 : kind + 1;
+	else
+		o->seen[o->n++] = op;
+}
+
+static void cq_end_round(unsigned flags)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	struct bh_uring_op ops[3] = { { 0 } }, *po[3] = { &ops[0], &ops[1], &ops[2] };
+	struct io_uring_sqe *sqes[3];
+	int r;
+
+	assert_non_null(f);
+	r = ring_up(&f->ring, 4, 8, flags);
+	if (r == -EINVAL || r == -EPERM) {
+		free(f);
+		skip();
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(f->ring.cq.ring_entries, 8);
+	assert_int_equal(bh_uring_create(&f->ring, 0, &f->t), 0);
+	f->bh = make_bh(3, 0, 0);
+	for (unsigned round = 0; round < 16; round++) {
+		struct order o = { 0 };
+		unsigned head = *f->ring.cq.khead;
+
+		assert_int_equal(bh_uring_get_batch(f->t, po, 3, f->bh, 1, sqes), 3);
+		for (int i = 0; i < 3; i++)
+			io_uring_prep_nop(sqes[i]);
+		assert_int_equal(bh_uring_track_batch(f->t, po, 3), 0);
+		assert_int_equal(io_uring_submit_and_wait(&f->ring, 3), 3);
+		assert_int_equal(io_uring_cq_ready(&f->ring), 3);
+		assert_int_equal(bh_uring_reap(f->t, order_cqe, &o), 3);
+		assert_int_equal(o.bad_kind, 0);
+		assert_int_equal(o.n, 3);
+		for (int i = 0; i < 3; i++)
+			assert_ptr_equal(o.seen[i], &ops[i]);
+		assert_int_equal(*f->ring.cq.khead, head + 3);
+		assert_int_equal(in_flight(f->bh), 0);
+	}
+	assert_int_equal(tstats(f->t).finished, 48);
+	fix_free(f);
+}
+
+static void test_reap_across_cq_end(void **state)
+{
+	(void)state;
+	cq_end_round(0);
+}
+
+static void test_reap_across_cq_end_big_cqes(void **state)
+{
+	(void)state;
+	cq_end_round(IORING_SETUP_CQE32);
+}
+
 static void test_big_entries(void **state)
 {
 	(void)state;
@@ -2222,6 +2294,8 @@ int main(void)
 		cmocka_unit_test(test_wait_full_sq_takes_nothing),
 		cmocka_unit_test(test_two_rings_share_bulkhead),
 		cmocka_unit_test(test_big_entries),
+		cmocka_unit_test(test_reap_across_cq_end),
+		cmocka_unit_test(test_reap_across_cq_end_big_cqes),
 		cmocka_unit_test(test_sqpoll),
 		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
 		cmocka_unit_test(test_drain_submits_cancel_made_by_fn),

@@ -119,18 +119,47 @@ static inline struct sq_view sq_view(const bh_uring_t *t)
 				 sq->sqe_tail };
 }
 
+/* A multiply, not a shift by a variable count (three micro-ops on many
+ * x86 cores): this runs for every SQE of every batch. */
 static inline struct io_uring_sqe *sqe_in(const struct sq_view *v, unsigned idx)
 {
-	return (struct io_uring_sqe *)&v->sqes[(idx & v->mask) << v->shift];
+	return (struct io_uring_sqe *)&v->sqes[(idx & v->mask) * (v->shift + 1u)];
 }
 
 /* nr, cqes_left, state and flags, side by side in the record: written as
  * one 8-byte store (the compiler merges no stores of values it does not
- * know, and the record is written once per op on the submission path). */
+ * know, and the record is written once per op on the submission path),
+ * and read as one 8-byte load where the common op is one compare: a
+ * one-SQE op with nothing to sample, in the state a call expects. */
 _Static_assert(offsetof(struct bh_uring_op, cqes_left) == offsetof(struct bh_uring_op, nr) + 2 &&
 		       offsetof(struct bh_uring_op, state) == offsetof(struct bh_uring_op, nr) + 4 &&
 		       offsetof(struct bh_uring_op, flags) == offsetof(struct bh_uring_op, nr) + 6,
 	       "nr, cqes_left, state, flags are adjacent");
+
+static inline uint64_t counts_make(uint64_t nr, uint64_t left, uint64_t state, uint64_t flags)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return nr | left << 16 | state << 32 | flags << 48;
+#else
+	return nr << 48 | left << 32 | state << 16 | flags;
+#endif
+}
+
+static inline uint64_t counts_of(const struct bh_uring_op *op)
+{
+	uint64_t c;
+
+	memcpy(&c, (const char *)op + offsetof(struct bh_uring_op, nr), sizeof(c));
+	return c;
+}
+
+static inline void counts_set(struct bh_uring_op *op, uint64_t c)
+{
+	memcpy((char *)op + offsetof(struct bh_uring_op, nr), &c, sizeof(c));
+}
+
+/* A one-SQE op, not sampled, in state s: the common op's counts. */
+#define COUNTS_SINGLE(s) counts_make(1, 1, (s), 0)
 
 /* Bind permits and the nr SQEs from idx on to op (the SQEs are v's). The SQ
  * has room (checked); the caller moves sqe_tail past them. */
@@ -139,19 +168,12 @@ static inline void arm(bh_uring_t *t, const struct sq_view *v, struct bh_uring_o
 		       struct io_uring_sqe **sqes, uint64_t start)
 {
 	uint64_t ud = ud_make(op, TAG_OP);
-	uint64_t f = start ? OPF_TIMED : 0, counts;
-
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	counts = nr | (uint64_t)nr << 16 | (uint64_t)OP_ARMED << 32 | f << 48;
-#else
-	counts = (uint64_t)nr << 48 | (uint64_t)nr << 32 | (uint64_t)OP_ARMED << 16 | f;
-#endif
 
 	op->t = t;
 	op->bh = bh;
 	op->n = n;
 	op->sqe_idx = idx;
-	memcpy((char *)op + offsetof(struct bh_uring_op, nr), &counts, sizeof(counts));
+	counts_set(op, counts_make(nr, nr, OP_ARMED, start ? OPF_TIMED : 0));
 	if (start) /* read only with OPF_TIMED: no store to the union's line */
 		flight_start_set(op, start);
 	for (unsigned i = 0; i < nr; i++) {
@@ -205,6 +227,23 @@ static int take_many(bulkhead_t *bh, uint32_t n, unsigned count)
 	return got ? (int)got : r;
 }
 
+/* Arm ops[0..got) from v's tail on, until a record in use: how many. */
+static inline __attribute__((always_inline)) unsigned
+arm_many(bh_uring_t *t, const struct sq_view *v, struct bh_uring_op **ops, unsigned got,
+	 bulkhead_t *bh, uint32_t n, unsigned nr, struct io_uring_sqe **sqes, uint64_t start)
+{
+	unsigned armed;
+
+	for (armed = 0; armed < got; armed++) {
+		struct bh_uring_op *op = ops[armed];
+
+		if (BHI_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
+			break; /* the batch ends before a record in use */
+		arm(t, v, op, bh, n, nr, v->tail + armed * nr, &sqes[armed * nr], start);
+	}
+	return armed;
+}
+
 /* Up to count idle ops, nr SQEs each (op i's are sqes[i * nr] on): one
  * update of bh when all fit. The batch ends before a record in use, and
  * the permits of the ops it could not arm go back. Inlined into each
@@ -215,7 +254,7 @@ get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh
 	 unsigned nr, struct io_uring_sqe **sqes)
 {
 	struct sq_view v;
-	unsigned space, idx, armed = 0;
+	unsigned space, idx, armed;
 	uint64_t start;
 	int got;
 
@@ -238,13 +277,10 @@ get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh
 	v = sq_view(t); /* once: the records' stores could alias the ring's fields */
 	idx = v.tail;
 	start = sample_start(bh);
-	for (; armed < (unsigned)got; armed++) {
-		struct bh_uring_op *op = ops[armed];
-
-		if (BHI_UNLIKELY(!op || !ud_encodable(op) || op->state != OP_IDLE))
-			break; /* the batch ends before a record in use */
-		arm(t, &v, op, bh, n, nr, idx + armed * nr, &sqes[armed * nr], start);
-	}
+	if (BHI_UNLIKELY(start))
+		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, start);
+	else /* a copy of the loop with no sampling in it */
+		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, 0);
 	if (armed < (unsigned)got)
 		bh_release(bh, n * ((unsigned)got - armed));
 	t->ring->sq.sqe_tail = idx + armed * nr;
@@ -458,6 +494,37 @@ static int worse(int a, int b)
 	return outcome_rank(b) > outcome_rank(a) ? b : a;
 }
 
+/* The batch's common op: armed, nothing to sample, right after the SQE
+ * last sealed (or the first pending one), so nothing links into it
+ * unchecked, and its nr SQEs all pending (sealed is pending, or just
+ * before head: tail - idx is how many SQEs from idx on are). Its SQEs kept
+ * their user_data and have no CQE_SKIP_SUCCESS; then a chain's members
+ * are linked. Inlined with nr the constant 1 for one-SQE ops. The caller
+ * checked that op is t's. */
+static inline __attribute__((always_inline)) bool
+next_op(const struct sq_view *v, struct bh_uring_op *op, unsigned nr, unsigned sealed)
+{
+	unsigned idx = op->sqe_idx;
+	uint64_t ud = ud_make(op, TAG_OP);
+
+	if (counts_of(op) != counts_make(nr, nr, OP_ARMED, 0) || idx - 1u != sealed ||
+	    v->tail - idx < nr)
+		return false;
+	for (unsigned i = 0; i < nr; i++) {
+		const struct io_uring_sqe *sqe = sqe_in(v, idx + i);
+
+		if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
+			return false;
+	}
+	for (unsigned i = 0; i + 1u < nr; i++) {
+		struct io_uring_sqe *sqe = sqe_in(v, idx + i);
+
+		if (!(sqe->flags & IOSQE_IO_HARDLINK))
+			sqe->flags |= IOSQE_IO_LINK;
+	}
+	return true;
+}
+
 /* The fast check for many ops, with the ring's fields read once: the slow
  * path (never a deadline here) takes no SQE, so they stay valid. An op
  * right after one just sealed (a bh_uring_get_batch) needs no look at the
@@ -475,11 +542,21 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 	for (unsigned i = 0; i < count; i++) {
 		struct bh_uring_op *op = ops[i];
 
-		if (BHI_UNLIKELY(!op || op->t != t || op->state != OP_ARMED)) {
+		if (BHI_UNLIKELY(!op || op->t != t)) {
 			r = -EINVAL;
 			continue;
 		}
-		if (BHI_LIKELY(op_fast_trackable(&v, op, sealed))) {
+		if (BHI_LIKELY(next_op(&v, op, 1, sealed))) {
+			op->state = OP_INFLIGHT;
+			sealed = op->sqe_idx;
+			fast++;
+		} else if (op->nr > 1 && next_op(&v, op, op->nr, sealed)) {
+			op->state = OP_INFLIGHT;
+			sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
+			fast++;
+		} else if (BHI_UNLIKELY(op->state != OP_ARMED)) {
+			r = -EINVAL;
+		} else if (op_fast_trackable(&v, op, sealed)) {
 			op->state = OP_INFLIGHT;
 			sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
 			fast++;
@@ -544,7 +621,15 @@ static BHI_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint
 static inline int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op *op,
 			 uint64_t *now)
 {
-	if (BHI_UNLIKELY(op->t != t || op->state < OP_ARMED))
+	if (BHI_UNLIKELY(op->t != t))
+		return stray(t);
+	/* The common op's one CQE: the final one, nothing to sample. */
+	if (BHI_LIKELY(counts_of(op) == COUNTS_SINGLE(OP_INFLIGHT) &&
+		       !(cqe->flags & IORING_CQE_F_MORE))) {
+		counts_set(op, counts_make(1, 0, OP_IDLE, 0));
+		return BH_URING_DONE;
+	}
+	if (BHI_UNLIKELY(op->state < OP_ARMED))
 		return stray(t);
 	if ((cqe->flags & IORING_CQE_F_MORE) || --op->cqes_left)
 		return BH_URING_MORE;
@@ -647,44 +732,40 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 	return kind;
 }
 
-/* One batch of CQEs as booked: the ones fn sees (not the helpers', not
- * strays), in order. */
+/* One batch of CQEs as booked: what each CQE was, by its place in the
+ * batch. A byte each, not the CQE's and op's pointers: showing them to fn
+ * reads both back from the CQ, which stays put until the batch is
+ * advanced, and the booking loop's stores stay within one cache line. */
 struct chunk {
-	struct {
-		struct io_uring_cqe *cqe;
-		struct bh_uring_op *op;
-		int kind;
-	} e[CHUNK];
-	unsigned shown; /* entries in e */
+	uint8_t kind[CHUNK]; /* enum bh_uring_kind, or KIND_STRAY */
 	unsigned done;
 	bool woken; /* the chunk had the wake-up poll's CQE */
 };
 
+/* A CQE that named an op of ours that is not in flight (bh_uring_stats
+ * counts it); fn never sees it, nor a helper's. */
+#define KIND_STRAY UINT8_MAX
+
 /* Book the n CQEs from head into k and give their permits back in one
  * batch. Inlined into reap_chunk (the reap's hot loop). A run of DONE ops
  * of one bulkhead (the common case) adds up in locals, which the stores to
- * the records cannot alias: rb takes a run only when the bulkhead changes.
- * Every CQE's entry is written, and kept (shown++) only if fn is to see
- * it: no branch, and no second look at the kinds. */
-static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct chunk *k)
+ * the records cannot alias: rb takes a run only when the bulkhead changes. */
+static inline void book_chunk(bh_uring_t *t, struct io_uring_cqe *first, unsigned stride,
+			      unsigned n, struct chunk *k)
 {
-	struct io_uring_cq *cq = &t->ring->cq;
-	unsigned mask = cq->ring_mask, shift = io_uring_cqe_shift(t->ring), done = 0, shown = 0;
+	unsigned done = 0;
 	struct rel_batch rb;
 	bulkhead_t *run_bh = NULL;
 	uint32_t run_n = 0; /* at most CHUNK ops of at most BH_LIMIT_MAX each */
 	uint64_t now = 0;
+	struct io_uring_cqe *cqe = first;
 
 	rb.used = 0;
-	for (unsigned i = 0; i < n; i++) {
-		struct io_uring_cqe *cqe = &cq->cqes[((head + i) & mask) << shift];
+	for (unsigned i = 0; i < n; i++, cqe += stride) {
 		struct bh_uring_op *op;
 		int kind = classify(t, cqe, &op, &now);
 
-		k->e[shown].cqe = cqe;
-		k->e[shown].op = op;
-		k->e[shown].kind = kind;
-		shown += (unsigned)kind < BH_URING_HELPER; /* FOREIGN, MORE, DONE */
+		k->kind[i] = kind < 0 ? KIND_STRAY : (uint8_t)kind;
 		if (kind == BH_URING_DONE) {
 			done++;
 			if (BHI_LIKELY(op->bh == run_bh)) {
@@ -701,34 +782,53 @@ static inline void book_chunk(bh_uring_t *t, unsigned head, unsigned n, struct c
 		rel_add(&rb, run_bh, run_n);
 	rel_flush(&rb);
 	k->done = done;
-	k->shown = shown;
 	/* The chunk's own: grants wait until fn has seen the whole chunk, even
 	 * if fn hands the tracker a CQE of its own (bh_uring_complete). */
 	k->woken = t->woken;
 	t->woken = false;
 }
 
+/* Show the booked CQEs to fn, in order: the CQ still holds them (nothing
+ * is advanced yet), so each CQE and its op are read back from it. */
+static inline void show_chunk(struct io_uring_cqe *first, unsigned stride, unsigned n,
+			      const struct chunk *k, bh_uring_cqe_fn *fn, void *ctx)
+{
+	struct io_uring_cqe *cqe = first;
+
+	for (unsigned i = 0; i < n; i++, cqe += stride) {
+		int kind = k->kind[i];
+
+		if (kind < BH_URING_HELPER) /* FOREIGN, MORE, DONE */
+			fn(ctx, cqe, kind, kind ? ud_ptr(cqe->user_data) : NULL);
+	}
+}
+
 /* One batch: book up to CHUNK CQEs, give the permits back, then show them to
  * fn - so a callback that starts a new op finds the permits free - and
- * advance the CQ. Returns how many CQEs it consumed. */
+ * advance the CQ. A batch ends at the end of the CQ array, so that its
+ * CQEs lie side by side: the next one starts at the array's beginning.
+ * Returns how many CQEs it consumed. */
 static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 {
 	struct io_uring *ring = t->ring;
 	struct io_uring_cq *cq = &ring->cq;
 	/* acquire: the CQEs are written before the kernel moves the tail */
 	unsigned head = *cq->khead, n = io_uring_smp_load_acquire(cq->ktail) - head;
+	unsigned shift = io_uring_cqe_shift(ring), at = head & cq->ring_mask;
+	struct io_uring_cqe *first = &cq->cqes[at << shift];
 	struct chunk k;
 
 	if (n == 0)
 		return 0;
 	if (n > CHUNK)
 		n = CHUNK;
-	book_chunk(t, head, n, &k);
+	if (n > cq->ring_entries - at)
+		n = cq->ring_entries - at;
+	book_chunk(t, first, 1u << shift, n, &k);
 	t->ops -= k.done;
 	t->st.finished += k.done;
 	if (fn)
-		for (unsigned i = 0; i < k.shown; i++)
-			fn(ctx, k.e[i].cqe, k.e[i].kind, k.e[i].op);
+		show_chunk(first, 1u << shift, n, &k, fn, ctx);
 	io_uring_cq_advance(ring, n);
 	if (k.woken || t->ready_head)
 		bhu_deliver(t);
