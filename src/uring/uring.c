@@ -108,14 +108,14 @@ static inline uint64_t flight_start(const struct bh_uring_op *op)
 /* The SQ as the fast check reads it: fields loaded once per call. */
 struct sq_view {
 	const struct io_uring_sqe *sqes;
-	unsigned mask, shift, head, tail;
+	unsigned mask, entry, head, tail; /* entry: 1, or 2 for SQE128 */
 };
 
 static inline struct sq_view sq_view(const bh_uring_t *t)
 {
 	const struct io_uring_sq *sq = &t->ring->sq;
 
-	return (struct sq_view){ sq->sqes, sq->ring_mask, t->sqe_shift, sq->sqe_head,
+	return (struct sq_view){ sq->sqes, sq->ring_mask, 1u << t->sqe_shift, sq->sqe_head,
 				 sq->sqe_tail };
 }
 
@@ -123,7 +123,7 @@ static inline struct sq_view sq_view(const bh_uring_t *t)
  * x86 cores): this runs for every SQE of every batch. */
 static inline struct io_uring_sqe *sqe_in(const struct sq_view *v, unsigned idx)
 {
-	return (struct io_uring_sqe *)&v->sqes[(idx & v->mask) * (v->shift + 1u)];
+	return (struct io_uring_sqe *)&v->sqes[(idx & v->mask) * v->entry];
 }
 
 /* nr, cqes_left, state and flags, side by side in the record: written as
@@ -494,21 +494,19 @@ static int worse(int a, int b)
 	return outcome_rank(b) > outcome_rank(a) ? b : a;
 }
 
-/* The batch's common op: armed, nothing to sample, right after the SQE
- * last sealed (or the first pending one), so nothing links into it
- * unchecked, and its nr SQEs all pending (sealed is pending, or just
- * before head: tail - idx is how many SQEs from idx on are). Its SQEs kept
- * their user_data and have no CQE_SKIP_SUCCESS; then a chain's members
- * are linked. Inlined with nr the constant 1 for one-SQE ops. The caller
- * checked that op is t's. */
+/* The batch's common op (its counts say armed, nothing to sample): right
+ * after the SQE last sealed (or the first pending one), so nothing links
+ * into it unchecked, and its nr SQEs all pending (sealed is pending, or
+ * just before head: tail - idx is how many SQEs from idx on are). Its SQEs
+ * kept their user_data and have no CQE_SKIP_SUCCESS; then a chain's
+ * members are linked. Inlined with nr the constant 1 for one-SQE ops. */
 static inline __attribute__((always_inline)) bool
 next_op(const struct sq_view *v, struct bh_uring_op *op, unsigned nr, unsigned sealed)
 {
 	unsigned idx = op->sqe_idx;
 	uint64_t ud = ud_make(op, TAG_OP);
 
-	if (counts_of(op) != counts_make(nr, nr, OP_ARMED, 0) || idx - 1u != sealed ||
-	    v->tail - idx < nr)
+	if (idx - 1u != sealed || v->tail - idx < nr)
 		return false;
 	for (unsigned i = 0; i < nr; i++) {
 		const struct io_uring_sqe *sqe = sqe_in(v, idx + i);
@@ -525,6 +523,13 @@ next_op(const struct sq_view *v, struct bh_uring_op *op, unsigned nr, unsigned s
 	return true;
 }
 
+/* Counts that say armed, nr SQEs (nr < 2^16: the fields do not carry),
+ * nothing to sample. */
+static inline uint64_t counts_armed(unsigned nr)
+{
+	return nr * counts_make(1, 1, 0, 0) + counts_make(0, 0, OP_ARMED, 0);
+}
+
 /* The fast check for many ops, with the ring's fields read once: the slow
  * path (never a deadline here) takes no SQE, so they stay valid. An op
  * right after one just sealed (a bh_uring_get_batch) needs no look at the
@@ -532,7 +537,8 @@ next_op(const struct sq_view *v, struct bh_uring_op *op, unsigned nr, unsigned s
 int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count)
 {
 	struct sq_view v;
-	unsigned sealed, fast = 0;
+	unsigned sealed, nr, fast = 0;
+	uint64_t c;
 	int r = 0;
 
 	if (!t || !ops)
@@ -546,13 +552,12 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 			r = -EINVAL;
 			continue;
 		}
-		if (BHI_LIKELY(next_op(&v, op, 1, sealed))) {
+		c = counts_of(op);
+		nr = op->nr;
+		if (BHI_LIKELY(c == counts_armed(1) ? next_op(&v, op, 1, sealed)
+						 : c == counts_armed(nr) && next_op(&v, op, nr, sealed))) {
 			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx;
-			fast++;
-		} else if (op->nr > 1 && next_op(&v, op, op->nr, sealed)) {
-			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
+			sealed = op->sqe_idx + nr - 1u; /* its last SQE */
 			fast++;
 		} else if (BHI_UNLIKELY(op->state != OP_ARMED)) {
 			r = -EINVAL;
