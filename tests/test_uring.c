@@ -2030,12 +2030,15 @@ static void flavour_round(unsigned flags)
 	fix_free(f);
 }
 
-/* One reap across the end of the CQ array: its CQEs are read in runs that
- * end there, and every CQE is still shown once, in the order the kernel
- * posted it, with its op and every permit back. Batches of 3 NOPs on an
- * 8-entry CQ start at 0, 3, 6 (across the end), 1, 4, 7 (across), ... */
+/* One reap across the end of the CQ array: one batch all the same, every
+ * CQE shown once, in the order the kernel posted it, with its op, and the
+ * whole batch's permits back before the first callback. Batches of 3 NOPs
+ * on an 8-entry CQ start at 0, 3, 6 (across the end), 1, 4, 7 (across),
+ * ... */
 struct order {
 	struct bh_uring_op *seen[8];
+	uint64_t in_flight[8]; /* the bulkhead's, at each callback */
+	bulkhead_t *bh;
 	unsigned n;
 	int bad_kind;
 };
@@ -2045,10 +2048,12 @@ static void order_cqe(void *ctx, struct io_uring_cqe *cqe, int kind, struct bh_u
 	struct order *o = ctx;
 
 	(void)cqe;
-	if (kind != BH_URING_DONE || o->n == 8)
+	if (kind != BH_URING_DONE || o->n == 8) {
 		o->bad_kind = kind == BH_URING_DONE ? -1 : kind + 1;
-	else
+	} else {
+		o->in_flight[o->n] = in_flight(o->bh);
 		o->seen[o->n++] = op;
+	}
 }
 
 static void cq_end_round(unsigned flags)
@@ -2069,7 +2074,7 @@ static void cq_end_round(unsigned flags)
 	assert_int_equal(bh_uring_create(&f->ring, 0, &f->t), 0);
 	f->bh = make_bh(3, 0, 0);
 	for (unsigned round = 0; round < 16; round++) {
-		struct order o = { 0 };
+		struct order o = { .bh = f->bh };
 		unsigned head = *f->ring.cq.khead;
 
 		assert_int_equal(bh_uring_get_batch(f->t, po, 3, f->bh, 1, sqes), 3);
@@ -2081,8 +2086,10 @@ static void cq_end_round(unsigned flags)
 		assert_int_equal(bh_uring_reap(f->t, order_cqe, &o), 3);
 		assert_int_equal(o.bad_kind, 0);
 		assert_int_equal(o.n, 3);
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < 3; i++) {
 			assert_ptr_equal(o.seen[i], &ops[i]);
+			assert_int_equal(o.in_flight[i], 0);
+		}
 		assert_int_equal(*f->ring.cq.khead, head + 3);
 		assert_int_equal(in_flight(f->bh), 0);
 	}

@@ -751,68 +751,92 @@ struct chunk {
  * counts it); fn never sees it, nor a helper's. */
 #define KIND_STRAY UINT8_MAX
 
-/* Book the n CQEs from head into k and give their permits back in one
- * batch. Inlined into reap_chunk (the reap's hot loop). A run of DONE ops
- * of one bulkhead (the common case) adds up in locals, which the stores to
- * the records cannot alias: rb takes a run only when the bulkhead changes. */
-static inline void book_chunk(bh_uring_t *t, struct io_uring_cqe *first, unsigned stride,
-			      unsigned n, struct chunk *k)
-{
-	unsigned done = 0;
-	struct rel_batch rb;
-	bulkhead_t *run_bh = NULL;
-	uint32_t run_n = 0; /* at most CHUNK ops of at most BH_LIMIT_MAX each */
-	uint64_t now = 0;
-	struct io_uring_cqe *cqe = first;
+/* A chunk's CQEs in the CQ array: n from first on, by stride (2 on CQE32
+ * rings), the last wrap of them from the array's start. Two runs, each
+ * walked by pointer with nothing to test per CQE for the array's end. */
+struct cq_runs {
+	struct io_uring_cqe *first, *start;
+	unsigned stride, n, n_first; /* n_first: the CQEs before the array's end */
+};
 
-	rb.used = 0;
+/* What the booking of a chunk adds up as it goes. A run of DONE ops of one
+ * bulkhead (the common case) adds up in run_bh/run_n, locals the stores to
+ * the records cannot alias: rb takes a run only when the bulkhead changes. */
+struct booking {
+	struct rel_batch rb;
+	bulkhead_t *run_bh;
+	uint32_t run_n; /* at most CHUNK ops of at most BH_LIMIT_MAX each */
+	unsigned done;
+	uint64_t now;
+};
+
+/* Book n CQEs side by side from cqe on into kind[]. Inlined twice into
+ * book_chunk (the reap's hot loop). */
+static inline __attribute__((always_inline)) void
+book_run(bh_uring_t *t, struct io_uring_cqe *cqe, unsigned stride, unsigned n, uint8_t *kind,
+	 struct booking *b)
+{
 	for (unsigned i = 0; i < n; i++, cqe += stride) {
 		struct bh_uring_op *op;
-		int kind = classify(t, cqe, &op, &now);
+		int kd = classify(t, cqe, &op, &b->now);
 
-		k->kind[i] = kind < 0 ? KIND_STRAY : (uint8_t)kind;
-		if (kind == BH_URING_DONE) {
-			done++;
-			if (BHI_LIKELY(op->bh == run_bh)) {
-				run_n += op->n;
+		kind[i] = kd < 0 ? KIND_STRAY : (uint8_t)kd;
+		if (kd == BH_URING_DONE) {
+			b->done++;
+			if (BHI_LIKELY(op->bh == b->run_bh)) {
+				b->run_n += op->n;
 			} else {
-				if (run_bh)
-					rel_add(&rb, run_bh, run_n);
-				run_bh = op->bh;
-				run_n = op->n;
+				if (b->run_bh)
+					rel_add(&b->rb, b->run_bh, b->run_n);
+				b->run_bh = op->bh;
+				b->run_n = op->n;
 			}
 		}
 	}
-	if (run_bh)
-		rel_add(&rb, run_bh, run_n);
-	rel_flush(&rb);
-	k->done = done;
+}
+
+/* Book the chunk's CQEs into k and give their permits back in one batch. */
+static inline void book_chunk(bh_uring_t *t, const struct cq_runs *c, struct chunk *k)
+{
+	struct booking b = { .run_bh = NULL };
+
+	b.rb.used = 0;
+	book_run(t, c->first, c->stride, c->n_first, k->kind, &b);
+	if (BHI_UNLIKELY(c->n > c->n_first))
+		book_run(t, c->start, c->stride, c->n - c->n_first, k->kind + c->n_first, &b);
+	if (b.run_bh)
+		rel_add(&b.rb, b.run_bh, b.run_n);
+	rel_flush(&b.rb);
+	k->done = b.done;
 	/* The chunk's own: grants wait until fn has seen the whole chunk, even
 	 * if fn hands the tracker a CQE of its own (bh_uring_complete). */
 	k->woken = t->woken;
 	t->woken = false;
 }
 
-/* Show the booked CQEs to fn, in order: the CQ still holds them (nothing
- * is advanced yet), so each CQE and its op are read back from it. */
-static inline void show_chunk(struct io_uring_cqe *first, unsigned stride, unsigned n,
-			      const struct chunk *k, bh_uring_cqe_fn *fn, void *ctx)
+/* Show n booked CQEs side by side from cqe on to fn, in order: the CQ still
+ * holds them (nothing is advanced yet), so each CQE and its op are read
+ * back from it. */
+static inline __attribute__((always_inline)) void
+show_run(struct io_uring_cqe *cqe, unsigned stride, unsigned n, const uint8_t *kind,
+	 bh_uring_cqe_fn *fn, void *ctx)
 {
-	struct io_uring_cqe *cqe = first;
+	for (unsigned i = 0; i < n; i++, cqe += stride)
+		if (kind[i] < BH_URING_HELPER) /* FOREIGN, MORE, DONE */
+			fn(ctx, cqe, kind[i], kind[i] ? ud_ptr(cqe->user_data) : NULL);
+}
 
-	for (unsigned i = 0; i < n; i++, cqe += stride) {
-		int kind = k->kind[i];
-
-		if (kind < BH_URING_HELPER) /* FOREIGN, MORE, DONE */
-			fn(ctx, cqe, kind, kind ? ud_ptr(cqe->user_data) : NULL);
-	}
+static inline void show_chunk(const struct cq_runs *c, const struct chunk *k,
+			      bh_uring_cqe_fn *fn, void *ctx)
+{
+	show_run(c->first, c->stride, c->n_first, k->kind, fn, ctx);
+	if (BHI_UNLIKELY(c->n > c->n_first))
+		show_run(c->start, c->stride, c->n - c->n_first, k->kind + c->n_first, fn, ctx);
 }
 
 /* One batch: book up to CHUNK CQEs, give the permits back, then show them to
  * fn - so a callback that starts a new op finds the permits free - and
- * advance the CQ. A batch ends at the end of the CQ array, so that its
- * CQEs lie side by side: the next one starts at the array's beginning.
- * Returns how many CQEs it consumed. */
+ * advance the CQ. Returns how many CQEs it consumed. */
 static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 {
 	struct io_uring *ring = t->ring;
@@ -820,24 +844,25 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	/* acquire: the CQEs are written before the kernel moves the tail */
 	unsigned head = *cq->khead, n = io_uring_smp_load_acquire(cq->ktail) - head;
 	unsigned shift = io_uring_cqe_shift(ring), at = head & cq->ring_mask;
-	struct io_uring_cqe *first = &cq->cqes[at << shift];
+	struct cq_runs c;
 	struct chunk k;
 
 	if (n == 0)
 		return 0;
-	if (n > CHUNK)
-		n = CHUNK;
-	if (n > cq->ring_entries - at)
-		n = cq->ring_entries - at;
-	book_chunk(t, first, 1u << shift, n, &k);
+	c.first = &cq->cqes[at << shift];
+	c.start = cq->cqes;
+	c.stride = 1u << shift;
+	c.n = n < CHUNK ? n : CHUNK;
+	c.n_first = c.n < cq->ring_entries - at ? c.n : cq->ring_entries - at;
+	book_chunk(t, &c, &k);
 	t->ops -= k.done;
 	t->st.finished += k.done;
 	if (fn)
-		show_chunk(first, 1u << shift, n, &k, fn, ctx);
-	io_uring_cq_advance(ring, n);
+		show_chunk(&c, &k, fn, ctx);
+	io_uring_cq_advance(ring, c.n);
 	if (k.woken || t->ready_head)
 		bhu_deliver(t);
-	return n;
+	return c.n;
 }
 
 /* The kernel parks CQEs it had no room for; iterating the CQ never brings
