@@ -1776,6 +1776,67 @@ static void test_wake_poll_rearm_waits_for_untracked_op(void **state)
 	bh_destroy(other);
 }
 
+/* The same, with an op whose own CQE never comes without help (a read on
+ * an idle pipe): no reap follows its track, so the track arms the poll
+ * (the SQ is full: the caller's SQEs go first) and the grant wakes the
+ * owner. */
+static void test_wake_poll_rearmed_by_track(void **state)
+{
+	struct fix *f = fix_new(4, 0, 1, 4, 0);
+	bulkhead_t *other = make_bh(1, 0, 0);
+	struct bh_uring_op op = { 0 }, armed = { 0 };
+	struct io_uring_sqe *mine;
+	int p[2], q[2];
+	char b[4], c;
+
+	(void)state;
+	make_pipe(p);
+	make_pipe(q);
+	end_wake_poll(f, &op);
+	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
+	queue_reads(f, p, b, 3);
+	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
+	assert_int_equal(tstats(f->t).helpers, 0);	      /* not armed: mine is not ready */
+	io_uring_prep_read(mine, q[0], &c, 1, 0);
+	assert_int_equal(bh_uring_track(f->t, &armed, BH_FOREVER), 0);
+	assert_int_equal(tstats(f->t).helpers, 1); /* armed now, behind the SQEs it submitted */
+	io_uring_submit(&f->ring);
+	grant_wakes_owner(f, &op);
+	fix_free(f);
+	close_pipe(p);
+	close_pipe(q);
+	assert_int_equal(in_flight(other), 0);
+	bh_destroy(other);
+}
+
+/* A reap between an op's get and its track does not put the poll's SQE
+ * behind the op: the op's deadline (a LINK_TIMEOUT right after it) is
+ * still accepted, and the poll follows its timeout. */
+static void test_wake_poll_rearm_keeps_deadline_room(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	bulkhead_t *other = make_bh(1, 0, 0);
+	struct bh_uring_op op = { 0 }, armed = { 0 };
+	struct io_uring_sqe *mine;
+
+	(void)state;
+	end_wake_poll(f, &op);
+	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
+	mine->flags = 0;
+	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1);     /* only mine */
+	io_uring_prep_nop(mine);
+	assert_int_equal(bh_uring_track(f->t, &armed, bh_now_ns() + 3600 * BH_SEC), 0);
+	assert_true(mine->flags & IOSQE_IO_LINK);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 3); /* mine, its timeout, the poll */
+	assert_int_equal(tstats(f->t).helpers, 2);
+	io_uring_submit(&f->ring);
+	grant_wakes_owner(f, &op);
+	fix_free(f);
+	assert_int_equal(in_flight(other), 0);
+	bh_destroy(other);
+}
+
 /* The wake-up poll costs an SQE only when an op queues, one for all
  * waiters, and reaches the kernel only with the caller's submit: a grant
  * made before that wakes nobody; after it, the poll fires at once. */
@@ -1884,7 +1945,7 @@ static void test_held_permits_pin_tracker_until_drain(void **state)
 	assert_int_equal(in_flight(f->bh), 1); /* the test's own */
 	assert_int_equal(tstats(f->t).held, 0);
 	assert_int_equal(tstats(f->t).in_flight, 0);
-	assert_int_equal(tstats(f->t).finished, 1); /* c */
+	assert_int_equal(tstats(f->t).finished, 0); /* c was withdrawn: its SQE a NOP */
 	assert_false(bh_uring_op_busy(&a) || bh_uring_op_busy(&b) || bh_uring_op_busy(&c));
 	assert_int_equal(bh_uring_cancel(f->t, &a), -ENOENT);
 	assert_int_equal(bh_uring_get_sqe(f->t, &b, f->bh, 1, &sqe), -ESHUTDOWN);
@@ -1892,6 +1953,75 @@ static void test_held_permits_pin_tracker_until_drain(void **state)
 	assert_int_equal(grants(), 1); /* drain tells held ops nothing */
 	assert_int_equal(bh_release(f->bh, 1), 0);
 	fix_free(f); /* drain again, destroy: 0 */
+}
+
+/* Drain with an op whose SQE was taken and never prepared: the slot still
+ * holds the SQE of the ring's last lap (here a NOP that skips its CQE), so
+ * sending it would run that instead, and post nothing. Drain withdraws the
+ * op: its SQE a NOP of the tracker's, its permits back, idle. */
+static void test_drain_withdraws_unprepared_op(void **state)
+{
+	struct fix *f = fix_new(2, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_sqe *sqe;
+
+	(void)state;
+	for (int i = 0; i < 2; i++) { /* the caller's, one lap of the SQ */
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_nop(sqe);
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		sqe->user_data = 9;
+	}
+	submit(f, 2);
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	assert_true(sqe->flags & IOSQE_CQE_SKIP_SUCCESS); /* the last lap's */
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(bh_uring_drain(f->t, bh_now_ns() + BH_SEC, NULL, NULL), 0);
+	assert_false(bh_uring_op_busy(&op));
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).in_flight, 0);
+	assert_int_equal(tstats(f->t).helpers, 0);
+	fix_free(f);
+}
+
+/* A grant callback run by bh_uring_complete may not reap or drain: the
+ * caller's CQE is not consumed yet, and a reap would handle it again and
+ * move the CQ head past it. */
+static struct fix *inner_fix;
+static int inner_drain = 1, inner_reap = 1;
+
+static void grant_then_reap(struct bh_uring_op *op, int result)
+{
+	record_grant(op, result);
+	inner_reap = bh_uring_reap(inner_fix->t, NULL, NULL);
+	inner_drain = bh_uring_drain(inner_fix->t, BH_FOREVER, NULL, NULL);
+}
+
+static void test_complete_callback_may_not_reap(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	struct bh_uring_op op = { 0 };
+	struct io_uring_cqe *cqe;
+	unsigned head;
+
+	(void)state;
+	inner_fix = f;
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, grant_then_reap), 1);
+	submit(f, 1);
+	assert_int_equal(bh_release(f->bh, 1), 0);
+	assert_int_equal(io_uring_wait_cqe(&f->ring, &cqe), 0);
+	head = *f->ring.cq.khead;
+	assert_int_equal(bh_uring_complete(f->t, cqe, NULL), BH_URING_HELPER);
+	assert_int_equal(grants(), 1);
+	assert_int_equal(inner_reap, -EINVAL);
+	assert_int_equal(inner_drain, -EINVAL);
+	assert_int_equal(*f->ring.cq.khead, head); /* nothing consumed behind our back */
+	io_uring_cqe_seen(&f->ring, cqe);
+	assert_int_equal(io_uring_cq_ready(&f->ring), 0);
+	assert_int_equal(bh_uring_cancel(f->t, &op), 0); /* held: give back */
+	fix_free(f);
 }
 
 /* Without drain: destroy refuses while one op holds granted permits, and
@@ -2289,6 +2419,8 @@ int main(void)
 		cmocka_unit_test(test_drain_at_shutdown),
 		cmocka_unit_test(test_drain_with_overflow),
 		cmocka_unit_test(test_held_permits_pin_tracker_until_drain),
+		cmocka_unit_test(test_drain_withdraws_unprepared_op),
+		cmocka_unit_test(test_complete_callback_may_not_reap),
 		cmocka_unit_test(test_destroy_refuses_held_until_cancel),
 		cmocka_unit_test(test_waiters_fifo_and_cancel),
 		cmocka_unit_test(test_cancel_racing_grant),
@@ -2297,6 +2429,8 @@ int main(void)
 		cmocka_unit_test(test_wake_poll_rearmed),
 		cmocka_unit_test(test_wake_poll_rearm_with_full_sq),
 		cmocka_unit_test(test_wake_poll_rearm_waits_for_untracked_op),
+		cmocka_unit_test(test_wake_poll_rearmed_by_track),
+		cmocka_unit_test(test_wake_poll_rearm_keeps_deadline_room),
 		cmocka_unit_test(test_wake_poll_sqe_only_when_queued),
 		cmocka_unit_test(test_wait_full_sq_takes_nothing),
 		cmocka_unit_test(test_two_rings_share_bulkhead),

@@ -108,7 +108,7 @@ struct bh_uring_op;
  * the op back): 0 (the op holds its permits: take its SQE), -ESHUTDOWN (the
  * bulkhead closed), -EINVAL (its limit shrank below n) or -ECANCELED
  * (bh_uring_drain). No lock is held; it may call the tracker and submit,
- * but not bh_uring_reap or bh_uring_drain (-EINVAL from within a reap). */
+ * but not bh_uring_reap or bh_uring_drain (-EINVAL). */
 typedef void bh_uring_grant_fn(struct bh_uring_op *op, int result);
 
 /* The per-operation record. Zero it before first use: an all-zero record is
@@ -267,7 +267,9 @@ BH_API int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe,
  * due grant callbacks run. Returns the number of CQEs consumed, or a
  * negative errno from io_uring_get_events. fn must not call it again.
  * If the wake-up poll ended while ops wait, a new one is put in the SQ
- * (also by bh_uring_complete): submit before waiting for CQEs. */
+ * (also by bh_uring_complete; while an op's SQEs are taken and not yet
+ * tracked, by the track or cancel that ends the last such op): submit
+ * before waiting for CQEs. */
 BH_API int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx);
 
 /* Give up on op, whatever it is doing:
@@ -298,7 +300,9 @@ BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, 
  * and helpers is in flight, or deadline_ns passes (BH_FOREVER: no limit).
  * Then io_uring_queue_exit is safe. Ops holding granted permits without an
  * SQE (a wait's) get nothing more: their permits are given back and they are
- * idle, no callback runs. 0, -ETIMEDOUT (still in flight), or a
+ * idle, no callback runs. Ops whose SQEs were taken and not yet tracked are
+ * withdrawn as bh_uring_cancel does (their SQEs become NOPs, whatever was
+ * prepared in them). 0, -ETIMEDOUT (still in flight), or a
  * negative errno from the ring (-EOPNOTSUPP: no IORING_ASYNC_CANCEL_ANY,
  * before 5.19). On the owner thread, not from fn. */
 BH_API int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, void *ctx);

@@ -51,6 +51,7 @@ int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op)
 	case OP_ARMED:
 		if (sqe_pending(t, op->sqe_idx)) {
 			bhu_neutralise(t, op);
+			rearm_wake(t); /* it may have kept an owed poll out */
 			return 0;
 		}
 		return cancel_inflight(t, op);
@@ -124,11 +125,17 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 		struct bh_uring_op *op = list_first(&t->waitq);
 
 		bhu_withdraw(t, op);
+		t->reaping = true; /* the callback may not reap or drain */
 		op->fn(op, -ECANCELED);
+		t->reaping = false;
 	}
 	/* Granted permits no SQE will ever use (gets fail from here on). */
 	while (list_first(&t->heldq))
 		unhold(t, list_first(&t->heldq));
+	/* Ops whose SQEs were taken and not tracked: their caller may not have
+	 * prepared them, and the submits below would send whatever the SQEs
+	 * held from the ring's last lap. They become NOPs, permits back. */
+	bhu_withdraw_armed(t);
 	if (tracker_busy(t) && (r = cancel_everything(t, deadline_ns, fn, ctx)) < 0)
 		return r;
 	for (;;) {

@@ -138,6 +138,14 @@ static inline bool sqe_pending(const bh_uring_t *t, unsigned idx)
  * swallows, and its permits go back (uring.c). */
 void bhu_neutralise(bh_uring_t *t, struct bh_uring_op *op);
 
+/* Whether a pending SQE is an op's that was taken and not yet tracked: its
+ * caller may not have prepared it yet, and may still link it, or give it
+ * a deadline whose LINK_TIMEOUT must come right after it (uring.c). */
+bool bhu_armed_pending(const bh_uring_t *t);
+/* Withdraw every such op as bh_uring_cancel would: NOPs, permits back,
+ * idle (uring.c). */
+void bhu_withdraw_armed(bh_uring_t *t);
+
 /* ---- the grant bridge (grant.c) ------------------------------------ */
 
 /* Hand the grants other threads pushed to their callbacks, oldest first. */
@@ -148,13 +156,21 @@ void bhu_withdraw(bh_uring_t *t, struct bh_uring_op *op);
  * there: 0, or -EAGAIN when the SQ is full. */
 int bhu_arm_wake(bh_uring_t *t);
 
-/* A poll that ended (cancelled, or CQ overflow) is armed again while ops
+/* A poll that ended (cancelled, or CQ overflow) is owed again while ops
  * wait. A grant made while none is armed is not lost: its write stays in
  * the counter, and a poll armed on a readable eventfd fires at once. */
+static inline bool rearm_owed(const bh_uring_t *t)
+{
+	return !t->wake_armed && t->waitq.count && !t->closing;
+}
+
+/* Arm an owed poll, unless its SQE would land behind an op taken and not
+ * yet tracked: then the track (or cancel) of the last such op arms it.
+ * SQ full: the next reap, complete or track retries. */
 static inline void rearm_wake(bh_uring_t *t)
 {
-	if (!t->wake_armed && t->waitq.count && !t->closing)
-		bhu_arm_wake(t); /* SQ full: the next reap or complete retries */
+	if (rearm_owed(t) && !bhu_armed_pending(t))
+		bhu_arm_wake(t);
 }
 
 /* The eventfd poll's CQE. */

@@ -302,6 +302,16 @@ int bh_uring_get_chains(bh_uring_t *t, struct bh_uring_op **ops, unsigned count,
 
 /* ---- tracking -------------------------------------------------------- */
 
+static void rearm_wake_now(bh_uring_t *t);
+
+/* After a reap, complete or track: the cheap test first (no op waits, the
+ * common case), then arm a wake-up poll that is owed (rearm_wake_now). */
+static inline void rearm_if_owed(bh_uring_t *t)
+{
+	if (BHI_UNLIKELY(t->waitq.count) && !t->wake_armed)
+		rearm_wake_now(t);
+}
+
 /* A refused op: its SQEs become NOPs whose CQEs the tracker swallows, and its
  * permits go back. Nothing of it reaches the kernel. */
 static bool chain_into_skips(const bh_uring_t *t, const struct bh_uring_op *op);
@@ -472,14 +482,19 @@ static inline bool track_fast(const bh_uring_t *t, const struct bh_uring_op *op)
 
 int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 {
+	int r;
+
 	if (BHI_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
 		return -EINVAL;
 	if (BHI_LIKELY(deadline_ns == BH_FOREVER && track_fast(t, op))) {
 		op->state = OP_INFLIGHT;
 		t->st.started++;
+		rearm_if_owed(t); /* after the op: it may have been the poll's last obstacle */
 		return 0;
 	}
-	return track_slow(t, op, deadline_ns);
+	r = track_slow(t, op, deadline_ns);
+	rearm_if_owed(t); /* behind the op's LINK_TIMEOUT, if it has one */
+	return r;
 }
 
 /* How much an outcome asks of the caller: a batch returns the one that asks
@@ -570,6 +585,7 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 		}
 	}
 	t->st.started += fast;
+	rearm_if_owed(t);
 	return r;
 }
 
@@ -685,41 +701,63 @@ static inline void deliver_due(bh_uring_t *t)
 	}
 }
 
-/* Whether a pending SQE is an op's that was taken and not yet tracked: its
- * caller may not have prepared it yet. */
-static bool armed_pending(const bh_uring_t *t)
+/* The op whose SQE sits at idx, if it is one taken and not yet tracked. */
+static struct bh_uring_op *armed_at(const bh_uring_t *t, unsigned idx)
+{
+	uint64_t ud = sqe_at(t, idx)->user_data;
+	struct bh_uring_op *op = ud_ptr(ud);
+
+	return (ud & ~UD_PTR_MASK) == (UD_MAGIC | TAG_OP) && op->state == OP_ARMED ? op : NULL;
+}
+
+bool bhu_armed_pending(const bh_uring_t *t)
+{
+	const struct io_uring_sq *sq = &t->ring->sq;
+
+	for (unsigned i = sq->sqe_head; i != sq->sqe_tail; i++)
+		if (armed_at(t, i))
+			return true;
+	return false;
+}
+
+/* Neutralising an op rewrites its SQEs' user_data, so a chain's later
+ * members are not found again. */
+void bhu_withdraw_armed(bh_uring_t *t)
 {
 	const struct io_uring_sq *sq = &t->ring->sq;
 
 	for (unsigned i = sq->sqe_head; i != sq->sqe_tail; i++) {
-		uint64_t ud = sqe_at(t, i)->user_data;
+		struct bh_uring_op *op = armed_at(t, i);
 
-		if ((ud & ~UD_PTR_MASK) == (UD_MAGIC | TAG_OP) &&
-		    ((const struct bh_uring_op *)ud_ptr(ud))->state == OP_ARMED)
-			return true;
+		if (op)
+			bhu_neutralise(t, op);
 	}
-	return false;
 }
 
-/* After a reap or complete, while ops wait and the wake-up poll ended: arm
- * it. When the caller's own SQEs fill the SQ, the submit that follows would
- * go without the poll and a grant would wake nobody, so the owner's
- * prepared SQEs go first (this is the owner thread: a SINGLE_ISSUER ring
- * allows it) and the poll is armed behind them. Not while an op of ours is
- * taken and not yet tracked, whose SQEs may not be prepared yet: then the
- * next reap or complete tries again. */
-static void rearm_wake_now(bh_uring_t *t)
+/* After a reap, complete, track or cancel, while ops wait and the wake-up
+ * poll ended: arm it. When the caller's own SQEs fill the SQ, the submit
+ * that follows would go without the poll and a grant would wake nobody, so
+ * the owner's prepared SQEs go first (this is the owner thread: a
+ * SINGLE_ISSUER ring allows it) and the poll is armed behind them. Not
+ * while an op of ours is taken and not yet tracked: its SQEs may not be
+ * prepared yet (nothing may submit them), and the poll's SQE must not land
+ * behind them (the op's deadline needs its LINK_TIMEOUT right after it, and
+ * a link flag the caller set on it would be cleared). Then the track or
+ * cancel that ends the last such op arms it. */
+static BHI_COLD void rearm_wake_now(bh_uring_t *t)
 {
-	if (t->wake_armed || !t->waitq.count || t->closing)
+	if (!rearm_owed(t) || bhu_armed_pending(t))
 		return;
-	if (bhu_arm_wake(t) == -EAGAIN && !armed_pending(t) && io_uring_submit(t->ring) > 0)
+	if (bhu_arm_wake(t) == -EAGAIN && io_uring_submit(t->ring) > 0)
 		bhu_arm_wake(t);
 }
+
 
 int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op **op)
 {
 	struct bh_uring_op *o;
 	uint64_t now = 0;
+	bool reaping;
 	int kind;
 
 	if (!t || !cqe)
@@ -732,8 +770,14 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 		t->ops--;
 		t->st.finished++;
 	}
+	/* The grant callbacks run while the caller's CQE is not yet consumed:
+	 * a reap or drain from one would handle it twice (-EINVAL, as from a
+	 * reap). Kept as found: a reap's fn may call this. */
+	reaping = t->reaping;
+	t->reaping = true;
 	deliver_due(t);
-	rearm_wake_now(t);
+	t->reaping = reaping;
+	rearm_if_owed(t);
 	return kind;
 }
 
@@ -891,7 +935,7 @@ int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 		if (!io_uring_cq_has_overflow(t->ring) || (r = flush_overflow(t)) < 0)
 			break;
 	}
-	rearm_wake_now(t);
+	rearm_if_owed(t);
 	t->reaping = false;
 	return total || r == 0 ? (int)total : r;
 }
