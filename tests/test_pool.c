@@ -2082,6 +2082,136 @@ static void test_thread_creation_fails(void **state)
 	bh_pool_destroy(p);
 }
 
+/* A core thread that could not be started leaves its task queued; the
+ * thread started for the next task takes the queued one first, so tasks
+ * still start in the order they came. */
+static void test_core_start_after_failure_keeps_fifo(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b, c;
+	struct gate g;
+
+	(void)state;
+	vs_init(&v);
+	p = make_pool(2, 2, 4, BH_POOL_ABORT, &v);
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(atomic_load(&a.started) == 1);
+	v.fail_create = 1;
+	assert_int_equal(bh_pool_submit(p, &b.task), 0); /* no thread: queued */
+	assert_int_equal(pstats(p).queued, 1);
+	assert_int_equal(bh_pool_submit(p, &c.task), 0); /* a thread: for b */
+	AWAIT(atomic_load(&b.dones) == 1 && atomic_load(&c.dones) == 1);
+	assert_true(atomic_load(&b.start_order) < atomic_load(&c.start_order));
+	gate_open(&g);
+	AWAIT(pstats(p).active == 0);
+	assert_int_equal(pstats(p).completed, 3);
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
+/* ---- calls and submissions from a task's done ------------------------------ */
+
+/* A done that calls the same pool. Its worker is listed idle while done
+ * runs (the finished task's slot is free), but a call is never handed to
+ * the calling thread itself, which would then wait for itself: another
+ * idle thread takes it, else it runs on the caller, in that free slot. */
+static bh_pool_t *done_pool;
+static struct ttask done_inner;
+static _Atomic int done_call_result = 12345;
+
+static void call_from_done(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	atomic_store(&done_call_result,
+		     bh_pool_call(done_pool, &done_inner.task, bh_now_ns() + 5 * BH_SEC));
+}
+
+static void check_call_from_done(uint32_t core, uint32_t max, bool elsewhere)
+{
+	struct ttask outer, warm[2];
+	struct bh_pool_stats st;
+	struct gate g;
+
+	done_pool = make_pool(core, max, 4, BH_POOL_ABORT, NULL);
+	gate_init(&g);
+	for (uint32_t i = 0; i < core; i++) { /* every core thread started, then idle */
+		tt_init(&warm[i], &g);
+		assert_int_equal(bh_pool_submit(done_pool, &warm[i].task), 0);
+	}
+	AWAIT(pstats(done_pool).alive == core);
+	gate_open(&g);
+	AWAIT(pstats(done_pool).active == 0 && pstats(done_pool).completed == core);
+	tt_init(&outer, NULL);
+	tt_init(&done_inner, NULL);
+	outer.task.done = call_from_done;
+	atomic_store(&done_call_result, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &outer.task), 0);
+	AWAIT(atomic_load(&done_call_result) != 12345);
+	assert_int_equal(atomic_load(&done_call_result), 0);
+	assert_int_equal(atomic_load(&done_inner.runs), 1);
+	assert_int_equal(atomic_load(&done_inner.dones), 0); /* a call's: not on success */
+	assert_int_equal(pthread_equal(done_inner.ran_on, outer.ran_on) == 0, elsewhere);
+	AWAIT(pstats(done_pool).active == 0);
+	st = pstats(done_pool);
+	assert_int_equal(st.submitted, core + 2);
+	assert_int_equal(st.completed, core + 2);
+	assert_int_equal(st.alive, core); /* nothing grew */
+	assert_int_equal(st.caller_ran, 0);
+	assert_int_equal(held_permits(done_pool), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+static void test_call_from_done_runs_on_caller(void **state)
+{
+	(void)state;
+	check_call_from_done(1, 2, false); /* the only thread: runs here */
+}
+
+static void test_call_from_done_goes_to_idle_thread(void **state)
+{
+	(void)state;
+	check_call_from_done(2, 2, true); /* core 2: the other thread idles */
+}
+
+/* A worker in its last task's done counts as idle, but a new task goes to a
+ * thread that really idles first: b ran on one thread, which idles; a's
+ * done blocks on the other; c must not wait for a's done. */
+static struct gate done_gate;
+
+static void blocking_done(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	gate_pass(&done_gate);
+}
+
+static void test_task_skips_thread_in_done(void **state)
+{
+	bh_pool_t *p = make_pool(2, 2, 0, BH_POOL_ABORT, NULL);
+	struct ttask a, b, c;
+
+	(void)state;
+	bhp_set_spin_ns(p, 0); /* both idle threads sleepers: no poller goes first */
+	gate_init(&done_gate);
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	a.task.done = blocking_done;
+	assert_int_equal(bh_pool_submit(p, &b.task), 0);
+	AWAIT(atomic_load(&b.dones) == 1 && pstats(p).active == 0);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(atomic_load(&a.dones) == 1); /* a's done now blocks */
+	assert_int_equal(bh_pool_submit(p, &c.task), 0);
+	AWAIT(atomic_load(&c.runs) == 1); /* before a's done returns */
+	assert_false(pthread_equal(c.ran_on, a.ran_on));
+	gate_open(&done_gate);
+	AWAIT(pstats(p).active == 0 && atomic_load(&c.dones) == 1);
+	assert_int_equal(bh_pool_destroy(p), 0);
+}
+
 static void test_thread_names(void **state)
 {
 	struct bh_pool_config cfg = { .name = "pay", .max_threads = 1 };
@@ -2252,6 +2382,10 @@ int main(void)
 		cmocka_unit_test(test_cancel_in_shutdown_now_done),
 		cmocka_unit_test(test_shutdown_deadline_while_done_runs),
 		cmocka_unit_test(test_given_up_slot_free_in_done),
+		cmocka_unit_test(test_core_start_after_failure_keeps_fifo),
+		cmocka_unit_test(test_call_from_done_runs_on_caller),
+		cmocka_unit_test(test_call_from_done_goes_to_idle_thread),
+		cmocka_unit_test(test_task_skips_thread_in_done),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */

@@ -158,6 +158,8 @@ int bhp_start_worker_locked(struct bh_pool *p, struct bh_task *t);
 void bhp_dismiss_idle_locked(struct bh_pool *p);
 void bhp_join_exited(struct bh_pool *p);
 bool bhp_on_own_thread(const struct bh_pool *p);
+/* This thread's worker if it is one of p's, else NULL. */
+struct bhp_worker *bhp_own_worker(const struct bh_pool *p);
 /* submit.c */
 BHI_COLD void bhp_cache_fit_locked(struct bh_pool *p);
 /* pool.c: a run time to the controller listening (sample_start) */
@@ -227,6 +229,44 @@ static inline struct bhp_worker *idle_pick(struct bh_pool *p)
 	struct bhp_worker *w = bhp_workers_first(&p->pollers);
 
 	return w ? w : bhp_workers_first(&p->sleepers);
+}
+
+/* How many idle workers a placement looks at, at most, for one not in done. */
+#define IDLE_LOOK 4
+
+/* idle_pick for a new task. A worker still running its last task's done is
+ * listed idle (its slot is free) but starts nothing before done returns, so
+ * one that is not comes first if any of the first few is; and never avoid
+ * (the calling thread's own worker, in its done: a call handed to it would
+ * wait for itself). NULL: no idle worker but avoid. */
+static inline struct bhp_worker *idle_pick_for(struct bh_pool *p, const struct bhp_worker *avoid)
+{
+	struct bhp_worker *lists[2] = { bhp_workers_first(&p->pollers),
+					bhp_workers_first(&p->sleepers) };
+	struct bhp_worker *later = NULL;
+
+	for (int l = 0; l < 2; l++) {
+		struct bhp_worker *w = lists[l];
+
+		for (int i = 0; w && i < IDLE_LOOK; i++, w = bhp_workers_next(w)) {
+			if (w == avoid)
+				continue;
+			/* relaxed: set under this lock before the worker was
+			 * listed; a stale true only defers it */
+			if (!atomic_load_explicit(&w->reporting, memory_order_relaxed))
+				return w;
+			if (!later)
+				later = w;
+		}
+	}
+	if (later)
+		return later;
+	/* more than IDLE_LOOK in done on a list, or none: its first one */
+	for (int l = 0; l < 2; l++)
+		for (struct bhp_worker *w = lists[l]; w; w = bhp_workers_next(w))
+			if (w != avoid)
+				return w;
+	return NULL;
 }
 
 /* Take w off its list and give it t (NULL: leave). Under the lock, so a

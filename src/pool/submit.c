@@ -75,23 +75,53 @@ static int reject_full(struct bh_pool *p)
 
 /* ---- placement ----------------------------------------------------------- */
 
+/* Under the lock, below core with tasks queued (an earlier thread start
+ * failed): the new thread takes the queue's head and t joins the tail, so
+ * that tasks still start in the order they came. */
+static int start_for_queue_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker **wake)
+{
+	struct bhp_worker *w;
+	struct bh_task *h;
+	int r = bhp_start_worker_locked(p, NULL);
+
+	if (r < 0)
+		return r;
+	w = bhp_workers_first(&p->sleepers); /* the new one, listed idle */
+	h = bhp_tasks_first(&p->queue);
+	tq_remove(p, h);
+	task_advance(h, T_QUEUED, T_RUNNING);
+	p->active++;
+	if (hand_off(p, w, h))
+		*wake = w;
+	task_advance(t, T_IDLE, T_QUEUED);
+	tq_append(p, t);
+	return 0;
+}
+
 /* Under the lock, holding t's permit: the executor's order. Start a thread
  * below core; else hand it to an idle thread (a poller first: no wake) or
  * queue it; else grow to max. The permit guarantees one of them has room
- * (docs/pool.md). Returns 0, or the error of a thread that could not be
- * created. */
-static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker **wake)
+ * (docs/pool.md). A call made from a pool thread's done, when that thread
+ * is the only idle one, is not handed to it (it would wait for itself): it
+ * runs on the caller, in the slot the caller's finished task freed
+ * (*here). Returns 0, or the error of a thread that could not be created. */
+static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker **wake,
+			bool *here)
 {
-	struct bhp_worker *w;
+	struct bhp_worker *self = task_is_call(t) ? bhp_own_worker(p) : NULL, *w;
 	int r = -EBUSY;
 
-	if (p->alive < p->core && (r = bhp_start_worker_locked(p, t)) == 0)
+	if (p->alive < p->core &&
+	    (r = bhp_tasks_empty(&p->queue) ? bhp_start_worker_locked(p, t)
+					    : start_for_queue_locked(p, t, wake)) == 0)
 		return 0;
-	w = idle_pick(p);
-	if (w) { /* an idle worker means an empty queue: FIFO holds */
+	w = idle_pick_for(p, self);
+	if (w || (self && self->idle)) { /* an idle worker means an empty queue: FIFO holds */
 		task_advance(t, T_IDLE, T_RUNNING);
 		p->active++;
-		if (hand_off(p, w, t))
+		if (!w)
+			*here = true;
+		else if (hand_off(p, w, t))
 			*wake = w; /* after the unlock */
 		return 0;
 	}
@@ -106,8 +136,9 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker 
 }
 
 /* Admit t and place it. -EBUSY: the pool is full, the policy decides. A
- * permit that cannot be used (closing, no thread) goes back to the cache. */
-static int admit_task(struct bh_pool *p, struct bh_task *t)
+ * permit that cannot be used (closing, no thread) goes back to the cache.
+ * *here: the caller is to run t itself (place_locked). */
+static int admit_task(struct bh_pool *p, struct bh_task *t, bool *here)
 {
 	struct bhp_worker *wake = NULL;
 	int have = permit_fast(p), r;
@@ -117,7 +148,7 @@ static int admit_task(struct bh_pool *p, struct bh_task *t)
 	pool_lock(p);
 	r = have ? 0 : permit_locked(p);
 	if (r == 0) {
-		r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wake);
+		r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wake, here);
 		if (r == 0)
 			p->submitted++;
 		else
@@ -245,11 +276,12 @@ static int submit_full(struct bh_pool *p, struct bh_task *t)
 int bh_pool_submit(bh_pool_t *p, struct bh_task *t)
 {
 	int r;
+	bool here = false; /* only calls run here */
 
 	if (BHI_UNLIKELY(!p || !t || !t->run))
 		return -EINVAL;
 	task_prepare(p, t, 0);
-	r = admit_task(p, t);
+	r = admit_task(p, t, &here);
 	return r == -EBUSY ? submit_full(p, t) : r;
 }
 
@@ -324,8 +356,29 @@ static int call_full(struct bh_pool *p, struct bh_task *t, uint64_t deadline)
 	}
 }
 
+/* A call placed on its caller (place_locked): run it here, in the slot the
+ * caller's own finished task freed, and finish it as its worker would. */
+static int call_here(struct bh_pool *p, struct bh_task *t)
+{
+	struct bhp_ran r;
+	uint32_t excess;
+
+	task_run(p, t, &r);
+	pool_lock(p);
+	task_finish_locked(p, t, &r); /* nobody waits: never abandoned */
+	cache_put_locked(p);
+	if (BHI_UNLIKELY(bhk_attached(p->adm)))
+		bhp_cache_fit_locked(p);
+	excess = cache_trim_locked(p);
+	pool_unlock(p);
+	if (excess)
+		bh_release(p->adm, excess);
+	return 0;
+}
+
 int bh_pool_call(bh_pool_t *p, struct bh_task *t, uint64_t deadline_ns)
 {
+	bool here = false;
 	int r;
 
 	if (!p || !t || !t->run)
@@ -333,10 +386,12 @@ int bh_pool_call(bh_pool_t *p, struct bh_task *t, uint64_t deadline_ns)
 	task_prepare(p, t, TF_CALL);
 	if (deadline_ns <= pool_now(p))
 		return give_up_early(p, t);
-	r = admit_task(p, t);
+	r = admit_task(p, t, &here);
 	if (r == -EBUSY)
 		return call_full(p, t, deadline_ns);
-	return r < 0 ? r : wait_call(p, t, deadline_ns);
+	if (r < 0)
+		return r;
+	return here ? call_here(p, t) : wait_call(p, t, deadline_ns);
 }
 
 bool bh_task_cancelled(const struct bh_task *t)

@@ -20,6 +20,11 @@ bool bhp_on_own_thread(const struct bh_pool *p)
 	return bhp_self && bhp_self->pool == p;
 }
 
+struct bhp_worker *bhp_own_worker(const struct bh_pool *p)
+{
+	return bhp_on_own_thread(p) ? bhp_self : NULL;
+}
+
 /* ---- going idle, leaving ---------------------------------------------------- */
 
 /* The worker goes idle: it polls if polling pays, the pool has fewer than
