@@ -431,35 +431,50 @@ static BHI_COLD int track_slow(bh_uring_t *t, struct bh_uring_op *op, uint64_t d
 	return 0;
 }
 
-/* The common case in a few loads, for an op without a deadline: its SQEs
- * still pending (the first is: the rest follow it), each with its
- * user_data intact and no CQE_SKIP_SUCCESS, and the first not linked into
- * from the SQE before it, unless that one is sealed (the last SQE of the op
- * just tracked by this call: clean, and what links into it was checked;
- * none: v->head - 1). Then a chain's members are linked. */
+/* op's nr SQEs from idx (its first) on still carry its user_data, and
+ * none has CQE_SKIP_SUCCESS (its final CQE must come). */
 static inline __attribute__((always_inline)) bool
-fast_trackable(const struct sq_view *v, const struct bh_uring_op *op, unsigned nr, unsigned sealed)
+sqes_intact(const struct sq_view *v, const struct bh_uring_op *op, unsigned idx, unsigned nr)
 {
-	unsigned idx = op->sqe_idx;
 	uint64_t ud = ud_make(op, TAG_OP);
 
-	if (idx - v->head >= v->tail - v->head)
-		return false;
 	for (unsigned i = 0; i < nr; i++) {
 		const struct io_uring_sqe *sqe = sqe_in(v, idx + i);
 
 		if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
 			return false;
 	}
-	if (idx != v->head && idx - 1 != sealed &&
-	    (sqe_in(v, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK)))
-		return false;
+	return true;
+}
+
+/* Link a chain's nr members from idx on (a hard link stays hard). */
+static inline __attribute__((always_inline)) void
+link_members(const struct sq_view *v, unsigned idx, unsigned nr)
+{
 	for (unsigned i = 0; i + 1u < nr; i++) {
 		struct io_uring_sqe *sqe = sqe_in(v, idx + i);
 
 		if (!(sqe->flags & IOSQE_IO_HARDLINK))
 			sqe->flags |= IOSQE_IO_LINK;
 	}
+}
+
+/* The common case in a few loads, for an op without a deadline: its SQEs
+ * still pending (the first is: the rest follow it), intact, and the first
+ * not linked into from the SQE before it, unless that one is sealed (the
+ * last SQE of the op just tracked by this call: clean, and what links into
+ * it was checked; none: v->head - 1). Then a chain's members are linked. */
+static inline __attribute__((always_inline)) bool
+fast_trackable(const struct sq_view *v, const struct bh_uring_op *op, unsigned nr, unsigned sealed)
+{
+	unsigned idx = op->sqe_idx;
+
+	if (idx - v->head >= v->tail - v->head || !sqes_intact(v, op, idx, nr))
+		return false;
+	if (idx != v->head && idx - 1 != sealed &&
+	    (sqe_in(v, idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK)))
+		return false;
+	link_members(v, idx, nr);
 	return true;
 }
 
@@ -512,29 +527,17 @@ static int worse(int a, int b)
 /* The batch's common op (its counts say armed, nothing to sample): right
  * after the SQE last sealed (or the first pending one), so nothing links
  * into it unchecked, and its nr SQEs all pending (sealed is pending, or
- * just before head: tail - idx is how many SQEs from idx on are). Its SQEs
- * kept their user_data and have no CQE_SKIP_SUCCESS; then a chain's
- * members are linked. Inlined with nr the constant 1 for one-SQE ops. */
+ * just before head: tail - idx is how many SQEs from idx on are), intact;
+ * then a chain's members are linked. Inlined with nr the constant 1 for
+ * one-SQE ops. */
 static inline __attribute__((always_inline)) bool
 next_op(const struct sq_view *v, struct bh_uring_op *op, unsigned nr, unsigned sealed)
 {
 	unsigned idx = op->sqe_idx;
-	uint64_t ud = ud_make(op, TAG_OP);
 
-	if (idx - 1u != sealed || v->tail - idx < nr)
+	if (idx - 1u != sealed || v->tail - idx < nr || !sqes_intact(v, op, idx, nr))
 		return false;
-	for (unsigned i = 0; i < nr; i++) {
-		const struct io_uring_sqe *sqe = sqe_in(v, idx + i);
-
-		if (sqe->user_data != ud || (sqe->flags & IOSQE_CQE_SKIP_SUCCESS))
-			return false;
-	}
-	for (unsigned i = 0; i + 1u < nr; i++) {
-		struct io_uring_sqe *sqe = sqe_in(v, idx + i);
-
-		if (!(sqe->flags & IOSQE_IO_HARDLINK))
-			sqe->flags |= IOSQE_IO_LINK;
-	}
+	link_members(v, idx, nr);
 	return true;
 }
 
