@@ -2177,6 +2177,120 @@ static void test_call_from_done_goes_to_idle_thread(void **state)
 	check_call_from_done(2, 2, true); /* core 2: the other thread idles */
 }
 
+/* While a call runs on its caller's thread (in that thread's done), the
+ * thread is busy, not idle: a new task is not handed to it but queued, and
+ * the next thread to finish takes it; the stats stay balanced (pstats). */
+static struct gate inline_gate;
+static struct ttask inline_inner;
+static _Atomic int inline_result = 12345;
+
+static void inner_blocks(struct ttask *tt)
+{
+	(void)tt;
+	gate_pass(&inline_gate);
+}
+
+static void call_blocking_from_done(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	atomic_store(&inline_result, bh_pool_call(done_pool, &inline_inner.task, BH_FOREVER));
+}
+
+static void test_task_not_behind_inline_call(void **state)
+{
+	struct ttask x, a, c;
+	struct gate gx;
+	struct bh_pool_stats st;
+
+	(void)state;
+	done_pool = make_pool(2, 2, 4, BH_POOL_ABORT, NULL);
+	gate_init(&gx);
+	gate_init(&inline_gate);
+	tt_init(&x, &gx);
+	tt_init(&a, NULL);
+	tt_init(&c, NULL);
+	tt_init(&inline_inner, NULL);
+	inline_inner.extra = inner_blocks;
+	a.task.done = call_blocking_from_done;
+	atomic_store(&inline_result, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &x.task), 0);
+	AWAIT(atomic_load(&x.started) == 1);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&inline_inner.started) == 1); /* runs in a's done */
+	assert_true(pthread_equal(inline_inner.ran_on, a.ran_on));
+	assert_int_equal(bh_pool_submit(done_pool, &c.task), 0);
+	st = pstats(done_pool); /* active <= alive among its checks */
+	assert_int_equal(st.queued, 1);
+	assert_int_equal(st.active, 2);
+	gate_open(&gx); /* x's thread finishes and takes c */
+	AWAIT(atomic_load(&c.runs) == 1);
+	assert_int_equal(atomic_load(&inline_result), 12345); /* the call still runs */
+	gate_open(&inline_gate);
+	AWAIT(atomic_load(&inline_result) != 12345);
+	assert_int_equal(atomic_load(&inline_result), 0);
+	AWAIT(pstats(done_pool).active == 0);
+	assert_int_equal(pstats(done_pool).completed, 4);
+	assert_int_equal(held_permits(done_pool), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* Two tasks' dones, at once, each calling, and each called task running
+ * until both have started: neither call is handed to the other thread
+ * (both in done, each would wait for the other); each runs on its caller. */
+static _Atomic int dones_in, inners_in;
+
+static void until_both_inners(struct ttask *tt)
+{
+	uint64_t end = bh_now_ns() + 5 * BH_SEC;
+
+	(void)tt;
+	atomic_fetch_add(&inners_in, 1);
+	while (atomic_load(&inners_in) < 2 && bh_now_ns() < end)
+		sched_yield();
+}
+
+static struct ttask pair_outer[2], pair_inner[2];
+static _Atomic int pair_result[2];
+
+static void call_when_both_in_done(struct bh_task *t, int status)
+{
+	size_t i = (size_t)((struct ttask *)t - pair_outer);
+	uint64_t end = bh_now_ns() + 5 * BH_SEC;
+
+	tt_done(t, status);
+	atomic_fetch_add(&dones_in, 1);
+	while (atomic_load(&dones_in) < 2 && bh_now_ns() < end)
+		sched_yield();
+	atomic_store(&pair_result[i],
+		     bh_pool_call(done_pool, &pair_inner[i].task, bh_now_ns() + 5 * BH_SEC));
+}
+
+static void test_calls_from_two_dones(void **state)
+{
+	struct ttask *t2 = pair_outer;
+
+	(void)state;
+	done_pool = make_pool(2, 2, 4, BH_POOL_ABORT, NULL);
+	atomic_store(&dones_in, 0);
+	atomic_store(&inners_in, 0);
+	for (int i = 0; i < 2; i++) {
+		tt_init(&t2[i], NULL);
+		tt_init(&pair_inner[i], NULL);
+		pair_inner[i].extra = until_both_inners;
+		t2[i].task.done = call_when_both_in_done;
+		atomic_store(&pair_result[i], 12345);
+	}
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(bh_pool_submit(done_pool, &t2[i].task), 0);
+	AWAIT(atomic_load(&pair_result[0]) != 12345 && atomic_load(&pair_result[1]) != 12345);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(atomic_load(&pair_result[i]), 0);
+		assert_true(pthread_equal(pair_inner[i].ran_on, t2[i].ran_on));
+	}
+	AWAIT(pstats(done_pool).active == 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
 /* A worker in its last task's done counts as idle, but a new task goes to a
  * thread that really idles first: b ran on one thread, which idles; a's
  * done blocks on the other; c must not wait for a's done. */
@@ -2386,6 +2500,8 @@ int main(void)
 		cmocka_unit_test(test_call_from_done_runs_on_caller),
 		cmocka_unit_test(test_call_from_done_goes_to_idle_thread),
 		cmocka_unit_test(test_task_skips_thread_in_done),
+		cmocka_unit_test(test_task_not_behind_inline_call),
+		cmocka_unit_test(test_calls_from_two_dones),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */

@@ -67,8 +67,8 @@
  * thread, on one pool from many at once, except bh_pool_destroy (last, and
  * never from a pool thread: -EDEADLK). Run and done are never called with a
  * library lock held: they may submit to the same pool. A bh_pool_call from
- * done runs its task on the calling thread when that thread is the pool's
- * only idle one (its finished task freed the slot); from run it needs
+ * done goes to an idle thread not itself in done, or else runs on the
+ * calling thread (its finished task freed the slot); from run it needs
  * another thread, and waits for its deadline on a pool whose threads are
  * all busy. Pool threads block every signal. Signals
  * do not cut bh_pool_call's wait short (the wait resumes against the same

@@ -160,6 +160,11 @@ void bhp_join_exited(struct bh_pool *p);
 bool bhp_on_own_thread(const struct bh_pool *p);
 /* This thread's worker if it is one of p's, else NULL. */
 struct bhp_worker *bhp_own_worker(const struct bh_pool *p);
+/* Under the lock: this thread's worker, idle in its task's done, runs a
+ * call itself (submit.c): off the idle lists while it does, then back where
+ * its own finish would have put it (the next queued task, idle, or leave). */
+void bhp_unidle_self_locked(struct bh_pool *p, struct bhp_worker *w);
+void bhp_reidle_self_locked(struct bh_pool *p, struct bhp_worker *w);
 /* submit.c */
 BHI_COLD void bhp_cache_fit_locked(struct bh_pool *p);
 /* pool.c: a run time to the controller listening (sample_start) */
@@ -236,10 +241,12 @@ static inline struct bhp_worker *idle_pick(struct bh_pool *p)
 
 /* idle_pick for a new task. A worker still running its last task's done is
  * listed idle (its slot is free) but starts nothing before done returns, so
- * one that is not comes first if any of the first few is; and never avoid
- * (the calling thread's own worker, in its done: a call handed to it would
- * wait for itself). NULL: no idle worker but avoid. */
-static inline struct bhp_worker *idle_pick_for(struct bh_pool *p, const struct bhp_worker *avoid)
+ * one that is not comes first if any of the first few of a list is; and
+ * never avoid (the calling thread's own worker). A call made from done
+ * (only_free) takes no worker in done at all: two dones that call each
+ * other's thread would wait for each other. NULL: none fits. */
+static inline struct bhp_worker *idle_pick_for(struct bh_pool *p, const struct bhp_worker *avoid,
+					       bool only_free)
 {
 	struct bhp_worker *lists[2] = { bhp_workers_first(&p->pollers),
 					bhp_workers_first(&p->sleepers) };
@@ -255,18 +262,11 @@ static inline struct bhp_worker *idle_pick_for(struct bh_pool *p, const struct b
 			 * listed; a stale true only defers it */
 			if (!atomic_load_explicit(&w->reporting, memory_order_relaxed))
 				return w;
-			if (!later)
+			if (!later && !only_free)
 				later = w;
 		}
 	}
-	if (later)
-		return later;
-	/* more than IDLE_LOOK in done on a list, or none: its first one */
-	for (int l = 0; l < 2; l++)
-		for (struct bhp_worker *w = lists[l]; w; w = bhp_workers_next(w))
-			if (w != avoid)
-				return w;
-	return NULL;
+	return later;
 }
 
 /* Take w off its list and give it t (NULL: leave). Under the lock, so a

@@ -101,28 +101,32 @@ static int start_for_queue_locked(struct bh_pool *p, struct bh_task *t, struct b
 /* Under the lock, holding t's permit: the executor's order. Start a thread
  * below core; else hand it to an idle thread (a poller first: no wake) or
  * queue it; else grow to max. The permit guarantees one of them has room
- * (docs/pool.md). A call made from a pool thread's done, when that thread
- * is the only idle one, is not handed to it (it would wait for itself): it
- * runs on the caller, in the slot the caller's finished task freed
- * (*here). Returns 0, or the error of a thread that could not be created. */
+ * (docs/pool.md). A call made from a pool thread's done goes only to an
+ * idle thread not in done (its own would wait for itself, two dones for
+ * each other); else it runs on the caller, in the slot the caller's
+ * finished task freed (*here). Returns 0, or the error of a thread that
+ * could not be created. */
 static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker **wake,
 			bool *here)
 {
 	struct bhp_worker *self = task_is_call(t) ? bhp_own_worker(p) : NULL, *w;
+	bool in_done = self && self->idle; /* a pool thread is idle only in done */
 	int r = -EBUSY;
 
 	if (p->alive < p->core &&
 	    (r = bhp_tasks_empty(&p->queue) ? bhp_start_worker_locked(p, t)
 					    : start_for_queue_locked(p, t, wake)) == 0)
 		return 0;
-	w = idle_pick_for(p, self);
-	if (w || (self && self->idle)) { /* an idle worker means an empty queue: FIFO holds */
+	w = idle_pick_for(p, self, in_done);
+	if (w || in_done) { /* an idle worker means an empty queue: FIFO holds */
 		task_advance(t, T_IDLE, T_RUNNING);
 		p->active++;
-		if (!w)
+		if (!w) {
+			bhp_unidle_self_locked(p, self);
 			*here = true;
-		else if (hand_off(p, w, t))
+		} else if (hand_off(p, w, t)) {
 			*wake = w; /* after the unlock */
+		}
 		return 0;
 	}
 	if (p->queued < p->cap && p->alive > 0) {
@@ -357,15 +361,18 @@ static int call_full(struct bh_pool *p, struct bh_task *t, uint64_t deadline)
 }
 
 /* A call placed on its caller (place_locked): run it here, in the slot the
- * caller's own finished task freed, and finish it as its worker would. */
+ * caller's own finished task freed, and finish it as its worker would,
+ * the worker then going back where its own finish put it. */
 static int call_here(struct bh_pool *p, struct bh_task *t)
 {
+	struct bhp_worker *self = bhp_own_worker(p);
 	struct bhp_ran r;
 	uint32_t excess;
 
 	task_run(p, t, &r);
 	pool_lock(p);
 	task_finish_locked(p, t, &r); /* nobody waits: never abandoned */
+	bhp_reidle_self_locked(p, self);
 	cache_put_locked(p);
 	if (BHI_UNLIKELY(bhk_attached(p->adm)))
 		bhp_cache_fit_locked(p);

@@ -395,6 +395,31 @@ static struct bh_task *finish_and_next(struct bh_pool *p, struct bhp_worker *w,
 	return next;
 }
 
+void bhp_unidle_self_locked(struct bh_pool *p, struct bhp_worker *w)
+{
+	if (atomic_load_explicit(&w->park, memory_order_relaxed) == P_POLL)
+		unpoll(p, w);
+	else
+		bhp_workers_del(&p->sleepers, w);
+	w->idle = false;
+	end_spin(w);
+	atomic_store_explicit(&w->park, P_BUSY, memory_order_relaxed);
+}
+
+/* The worker's park() runs after done returns, on this same thread: it
+ * finds P_GO (the next task, or none: leave) or the idle state that
+ * next_locked set. Relaxed: nobody else touches an unlisted worker. */
+void bhp_reidle_self_locked(struct bh_pool *p, struct bhp_worker *w)
+{
+	bool idle;
+	struct bh_task *t = next_locked(p, w, &idle);
+
+	if (!idle) {
+		w->task = t;
+		atomic_store_explicit(&w->park, P_GO, memory_order_relaxed);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct bhp_worker *w = arg;
