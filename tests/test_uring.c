@@ -1837,6 +1837,72 @@ static void test_wake_poll_rearm_keeps_deadline_room(void **state)
 	bh_destroy(other);
 }
 
+/* A wait between an op's get and its track does not put the poll's SQE
+ * behind the op either: the track with a deadline is accepted, and arms
+ * the poll behind the op's timeout. */
+static void test_wait_between_get_and_track(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	bulkhead_t *other = make_bh(1, 0, 0);
+	struct bh_uring_op op = { 0 }, armed = { 0 };
+	struct io_uring_sqe *mine;
+
+	(void)state;
+	grants_reset();
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
+	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+	assert_int_equal(tstats(f->t).helpers, 0); /* no poll yet */
+	io_uring_prep_nop(mine);
+	assert_int_equal(bh_uring_track(f->t, &armed, bh_now_ns() + 3600 * BH_SEC), 0);
+	assert_true(mine->flags & IOSQE_IO_LINK);
+	assert_int_equal(io_uring_sq_ready(&f->ring), 3); /* mine, its timeout, the poll */
+	assert_int_equal(tstats(f->t).helpers, 2);
+	io_uring_submit(&f->ring);
+	grant_wakes_owner(f, &op);
+	fix_free(f);
+	assert_int_equal(in_flight(other), 0);
+	bh_destroy(other);
+}
+
+/* Drain follows no stale user_data: an SQE the caller took and did not
+ * prepare still holds what a past lap left there, here the user_data of an
+ * op of the tracker's that finished on that slot and is now armed on
+ * another ring. Drain must leave it alone. */
+static void test_drain_ignores_stale_user_data(void **state)
+{
+	struct fix *a = fix_new(2, 0, 4, 0, 0), *b = fix_new(8, 0, 4, 0, 0);
+	struct bh_uring_op x = { 0 };
+	struct io_uring_sqe *sqe;
+	struct tally ty = { 0 };
+
+	(void)state;
+	assert_int_equal(bh_uring_get_sqe(a->t, &x, a->bh, 1, &sqe), 0); /* slot 0 of a */
+	io_uring_prep_nop(sqe);
+	assert_int_equal(bh_uring_track(a->t, &x, BH_FOREVER), 0);
+	submit(a, 1);
+	reap_done(a, &ty, 1);
+	sqe = io_uring_get_sqe(&a->ring); /* slot 1: the caller's, a NOP */
+	io_uring_prep_nop(sqe);
+	sqe->user_data = 9;
+	submit(a, 1);
+	assert_int_equal(bh_uring_get_sqe(b->t, &x, b->bh, 1, &sqe), 0); /* x armed on b */
+	io_uring_prep_nop(sqe);
+	sqe = io_uring_get_sqe(&a->ring); /* slot 0 again: x's user_data still there */
+	assert_int_equal(sqe->user_data >> 56, BH_URING_UD_TAG);
+	io_uring_prep_nop(sqe); /* prep leaves user_data alone */
+	assert_int_equal(bh_uring_drain(a->t, bh_now_ns() + BH_SEC, NULL, NULL), 0);
+	assert_true(bh_uring_op_busy(&x)); /* still b's, armed */
+	assert_int_equal(in_flight(b->bh), 1);
+	assert_int_equal(tstats(a->t).in_flight, 0);
+	assert_int_equal(bh_uring_track(b->t, &x, BH_FOREVER), 0);
+	submit(b, 1);
+	memset(&ty, 0, sizeof(ty));
+	reap_done(b, &ty, 1);
+	fix_free(a);
+	fix_free(b);
+}
+
 /* The wake-up poll costs an SQE only when an op queues, one for all
  * waiters, and reaches the kernel only with the caller's submit: a grant
  * made before that wakes nobody; after it, the poll fires at once. */
@@ -2431,6 +2497,8 @@ int main(void)
 		cmocka_unit_test(test_wake_poll_rearm_waits_for_untracked_op),
 		cmocka_unit_test(test_wake_poll_rearmed_by_track),
 		cmocka_unit_test(test_wake_poll_rearm_keeps_deadline_room),
+		cmocka_unit_test(test_wait_between_get_and_track),
+		cmocka_unit_test(test_drain_ignores_stale_user_data),
 		cmocka_unit_test(test_wake_poll_sqe_only_when_queued),
 		cmocka_unit_test(test_wait_full_sq_takes_nothing),
 		cmocka_unit_test(test_two_rings_share_bulkhead),

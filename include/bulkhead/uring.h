@@ -287,7 +287,8 @@ BH_API int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op);
  * 0: the permits were free, op holds them now (fn is not called, no SQE
  * used); 1: queued, fn runs later on this thread - and, unless one was
  * already armed, the tracker's wake-up poll is in the SQ: submit it, or no
- * grant can wake the ring. -EBUSY (queue full), -ESHUTDOWN, -EINVAL,
+ * grant can wake the ring (while an op's SQEs are taken and not yet
+ * tracked, the track or cancel that ends the last such op puts it there). -EBUSY (queue full), -ESHUTDOWN, -EINVAL,
  * -EAGAIN (SQ full and no wake-up poll armed: nothing taken), -EMFILE/-ENFILE
  * (no fd for its eventfd, made on the first wait). */
 BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,

@@ -55,6 +55,11 @@ struct bh_uring {
 	bool no_cancel_any; /* the kernel refused IORING_ASYNC_CANCEL_ANY */
 	bool woken;       /* the wake-up poll's CQE was booked: deliver grants */
 	uint32_t ops;     /* ARMED + INFLIGHT */
+	/* Per SQ slot, the SQ index at which a get last armed it: tells a
+	 * pending SQE of ours from a stale one (a caller's, taken and not
+	 * prepared, still holding a past lap's user_data) without following
+	 * the stale pointer. */
+	uint32_t *armed_idx;
 	uint32_t helpers; /* helper SQEs whose last CQE is due */
 	struct op_list waitq; /* OP_WAITING, FIFO */
 	struct op_list heldq; /* OP_HELD: drain gives their permits back */

@@ -42,6 +42,16 @@ int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out)
 		return -ENOMEM;
 	t->ring = ring;
 	t->sqe_shift = (ring->flags & IORING_SETUP_SQE128) ? 1 : 0;
+	t->armed_idx = malloc(sizeof(*t->armed_idx) * ring->sq.ring_entries);
+	if (!t->armed_idx) {
+		bhi_free_aligned(t);
+		return -ENOMEM;
+	}
+	/* Slot s says a lap before any SQE pending now or later (until the
+	 * 32-bit index wraps): no pending SQE matches it. */
+	for (unsigned s = 0; s < ring->sq.ring_entries; s++)
+		t->armed_idx[s] = ring->sq.sqe_tail - 2 * ring->sq.ring_entries + s -
+				  (ring->sq.sqe_tail & ring->sq.ring_mask);
 	t->efd = -1; /* made by the first wait that queues */
 	atomic_init(&t->granted, NULL);
 	atomic_init(&t->granting, 0);
@@ -64,6 +74,7 @@ int bh_uring_destroy(bh_uring_t *t)
 		bhi_cpu_relax();
 	if (t->efd >= 0)
 		close(t->efd);
+	free(t->armed_idx);
 	bhi_free_aligned(t);
 	return 0;
 }
@@ -108,6 +119,7 @@ static inline uint64_t flight_start(const struct bh_uring_op *op)
 /* The SQ as the fast check reads it: fields loaded once per call. */
 struct sq_view {
 	const struct io_uring_sqe *sqes;
+	uint32_t *armed_idx; /* the tracker's */
 	unsigned mask, entry, head, tail; /* entry: 1, or 2 for SQE128 */
 };
 
@@ -115,8 +127,8 @@ static inline struct sq_view sq_view(const bh_uring_t *t)
 {
 	const struct io_uring_sq *sq = &t->ring->sq;
 
-	return (struct sq_view){ sq->sqes, sq->ring_mask, 1u << t->sqe_shift, sq->sqe_head,
-				 sq->sqe_tail };
+	return (struct sq_view){ sq->sqes, t->armed_idx, sq->ring_mask, 1u << t->sqe_shift,
+				 sq->sqe_head, sq->sqe_tail };
 }
 
 /* A multiply, not a shift by a variable count (three micro-ops on many
@@ -179,6 +191,7 @@ static inline void arm(bh_uring_t *t, const struct sq_view *v, struct bh_uring_o
 	for (unsigned i = 0; i < nr; i++) {
 		sqes[i] = sqe_in(v, idx + i);
 		sqes[i]->user_data = ud; /* tracked from now on, even if submitted early */
+		v->armed_idx[(idx + i) & v->mask] = idx + i;
 	}
 }
 
@@ -704,13 +717,22 @@ static inline void deliver_due(bh_uring_t *t)
 	}
 }
 
-/* The op whose SQE sits at idx, if it is one taken and not yet tracked. */
+/* The op whose pending SQE sits at idx, if it is one taken and not yet
+ * tracked. The pointer is followed only for an SQE a get of this tracker
+ * armed at this very index (armed_idx), still pending and still carrying
+ * an op's user_data: such an op cannot have finished, so it is alive (a
+ * refused or cancelled one's SQEs were rewritten as NOPs). A stale
+ * user_data left in a slot the caller took is never followed. */
 static struct bh_uring_op *armed_at(const bh_uring_t *t, unsigned idx)
 {
 	uint64_t ud = sqe_at(t, idx)->user_data;
-	struct bh_uring_op *op = ud_ptr(ud);
+	struct bh_uring_op *op;
 
-	return (ud & ~UD_PTR_MASK) == (UD_MAGIC | TAG_OP) && op->state == OP_ARMED ? op : NULL;
+	if ((ud & ~UD_PTR_MASK) != (UD_MAGIC | TAG_OP) ||
+	    t->armed_idx[idx & t->ring->sq.ring_mask] != idx)
+		return NULL;
+	op = ud_ptr(ud);
+	return op->t == t && op->state == OP_ARMED ? op : NULL;
 }
 
 bool bhu_armed_pending(const bh_uring_t *t)
