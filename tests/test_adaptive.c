@@ -11,12 +11,15 @@
 
 #include "testutil.h"
 
+#include "adaptive/algo.h"
 #include "adaptive/bha.h"
 #include "bulkhead/adaptive.h"
 #include "bulkhead/shm.h"
 #include "pool/pool_internal.h"
 
+#ifndef MS /* adaptive/algo.h has it */
 #define MS BH_MSEC
+#endif
 
 /* ---- a fake clock ------------------------------------------------------------ */
 
@@ -397,6 +400,38 @@ static void every_sample_counted_once(void **state)
 	assert_int_equal(st.windows, l.n);
 	bh_adaptive_detach(a);
 	bh_destroy(bh);
+}
+
+/* A latency from a start after its end (now - t0 wrapped) is discarded, as
+ * a negative duration; a real but absurd one counts as BHA_RTT_MAX, so that
+ * a window's sum cannot wrap into a small mean. */
+static void impossible_latencies(void **state)
+{
+	bulkhead_t *bh = make_bh(20, 0, 0);
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD };
+	bh_adaptive_t *a = attach(bh, &c);
+	struct bh_adaptive_stats st;
+	struct win_log l = { 0 };
+
+	(void)state;
+	bha_set_window_hook(a, log_window, &l);
+	feed(a, 9, 10 * MS, BH_OK, MS);
+	feed(a, 1, UINT64_MAX, BH_OK, MS);
+	feed(a, 1, (uint64_t)-1000, BH_DROPPED, MS);
+	feed(a, 2, 1ull << 50, BH_OK, MS);
+	bha_flush(a);
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	assert_int_equal(st.ok, 11);
+	assert_int_equal(st.dropped, 0);
+	assert_int_equal(st.discarded, 2);
+	assert_int_equal(l.ok, 11);
+	assert_int_equal(l.ok_sum, 9 * 10 * MS + 2 * BHA_RTT_MAX);
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+	assert_int_equal(sat_shl_ns(1, 63), 1ull << 63);
+	assert_int_equal(sat_shl_ns(1ull << 62, 2), UINT64_MAX); /* the probe backoff */
+	assert_int_equal(sat_shl_ns(3, 64), UINT64_MAX);
+	assert_int_equal(sat_shl_ns(0, 64), UINT64_MAX);
 }
 
 /* ---- the algorithms, one window at a time ------------------------------------- */
@@ -1277,6 +1312,7 @@ int main(void)
 		cmocka_unit_test(ceiling_follows_start),
 		cmocka_unit_test(windows_close_after_a_few_round_trips),
 		cmocka_unit_test(every_sample_counted_once),
+		cmocka_unit_test(impossible_latencies),
 		cmocka_unit_test(aimd_rules),
 		cmocka_unit_test(vegas_rules),
 		cmocka_unit_test(vegas_probe),

@@ -396,6 +396,16 @@ void bh_adaptive_sample(bh_adaptive_t *a, uint64_t rtt_ns, enum bh_outcome outco
 		add64(&s->n_ign, 1, shared); /* BH_IGNORE, or anything else */
 		return;
 	}
+	if (BHI_UNLIKELY(rtt_ns > BHA_RTT_MAX)) {
+		/* A start after its end (clocks mixed up) is a negative
+		 * duration as a signed latency would show it: below every
+		 * minimum, discarded. A real one counts as BHA_RTT_MAX. */
+		if (rtt_ns > (uint64_t)INT64_MAX) {
+			add64(&s->n_disc, 1, shared);
+			return;
+		}
+		rtt_ns = BHA_RTT_MAX;
+	}
 	if (BHI_UNLIKELY(rtt_ns < a->min_rtt_ns ||
 			atomic_load_explicit(&a->probing, memory_order_relaxed)) &&
 	    !accept_slow(a, rtt_ns, &full)) {

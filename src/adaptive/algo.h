@@ -51,6 +51,12 @@ static inline uint64_t sat_add_ns(uint64_t a, uint64_t b)
 	return a > NEVER - b ? NEVER : a + b;
 }
 
+/* v << s, at most NEVER: a backoff that doubles must not wrap to 0. */
+static inline uint64_t sat_shl_ns(uint64_t v, unsigned s)
+{
+	return s >= 64 || v > (NEVER >> s) ? NEVER : v << s;
+}
+
 /* x ns as an integer, at most NEVER (a double past 2^64 has no uint64_t). */
 static inline uint64_t ns_of(double x)
 {

@@ -10,6 +10,10 @@
 
 #include "bulkhead/adaptive.h"
 
+/* The longest latency a sample counts as (about 18 minutes): a window's
+ * sums of at most 2^23 samples cannot wrap. Longer ones count as this. */
+#define BHA_RTT_MAX (1ull << 40)
+
 /* ---- what the controller moves ------------------------------------------ */
 
 /* The one place a controller touches what it controls: a bulkhead today,

@@ -98,7 +98,7 @@ static void own_end_probe(struct bha_algo *g, const struct bha_window *w, uint64
 	/* Nothing learnt (an outage, too little traffic): try again after a
 	 * few windows of normal operation, backing off. */
 	s->probe_due_ns = sat_add_ns(now, w->ok >= OWN_PROBE_OK ? own_jittered(g)
-								 : (4 * v->window_ns) << s->probe_fails);
+								 : sat_shl_ns(v->window_ns, 2 + s->probe_fails));
 	set_limit(v, s->restore, BH_ADAPTIVE_RESTORE);
 }
 
