@@ -2291,6 +2291,238 @@ static void test_calls_from_two_dones(void **state)
 	assert_int_equal(bh_pool_destroy(done_pool), 0);
 }
 
+/* ---- calls from a done whose thread is busy or no longer idle -------------- */
+
+/* A done that waits on a gate, then calls the pool with a 1 s deadline. */
+static struct gate cfd_gate, cfd_inner_gate;
+static struct ttask cfd_inner, cfd_inner2;
+static _Atomic int cfd_result = 12345, cfd_result2 = 12345;
+static _Atomic bool cfd_in_done;
+
+static void cfd_call_after_gate(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	atomic_store(&cfd_in_done, true);
+	gate_pass(&cfd_gate);
+	atomic_store(&cfd_result,
+		     bh_pool_call(done_pool, &cfd_inner.task, bh_now_ns() + BH_SEC));
+}
+
+/* The only thread, in a's done and listed idle, is handed task b by a
+ * concurrent submitter; a's done then calls the pool. Queued, the call
+ * would wait behind the very thread that waits for it: it runs on the
+ * caller instead (no slot: counted as run on the caller). */
+static void test_call_from_done_after_handoff(void **state)
+{
+	struct ttask a, b;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 4, BH_POOL_ABORT, NULL);
+	gate_init(&cfd_gate);
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	tt_init(&cfd_inner, NULL);
+	a.task.done = cfd_call_after_gate;
+	atomic_store(&cfd_result, 12345);
+	atomic_store(&cfd_in_done, false);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&cfd_in_done));
+	assert_int_equal(bh_pool_submit(done_pool, &b.task), 0); /* handed to a's thread */
+	gate_open(&cfd_gate);
+	AWAIT(atomic_load(&cfd_result) != 12345);
+	AWAIT(atomic_load(&b.dones) == 1 && pstats(done_pool).active == 0);
+	assert_int_equal(atomic_load(&cfd_result), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* Same, with the next task taken from the queue by the finish itself:
+ * max 1, b queued while a runs; a's finish dequeues b, so a's done is not
+ * idle; its call runs on the caller, before b. */
+static void cfd_call_now(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	atomic_store(&cfd_result,
+		     bh_pool_call(done_pool, &cfd_inner.task, bh_now_ns() + BH_SEC));
+}
+
+static void test_call_from_done_with_next_queued(void **state)
+{
+	struct ttask a, b;
+	struct gate g;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 4, BH_POOL_ABORT, NULL);
+	gate_init(&g);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&cfd_inner, NULL);
+	a.task.done = cfd_call_now;
+	atomic_store(&cfd_result, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&a.started) == 1);
+	assert_int_equal(bh_pool_submit(done_pool, &b.task), 0); /* queued */
+	gate_open(&g);
+	AWAIT(atomic_load(&cfd_result) != 12345);
+	AWAIT(atomic_load(&b.dones) == 1 && pstats(done_pool).active == 0);
+	assert_int_equal(atomic_load(&cfd_result), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* A second call from the same done after the first ran on the caller: a
+ * task queued meanwhile is taken by bhp_reidle_self_locked (P_GO), so the
+ * thread is no longer idle; the second call runs on the caller too. */
+static void cfd_inner_blocks(struct ttask *tt)
+{
+	(void)tt;
+	gate_pass(&cfd_inner_gate);
+}
+
+static void cfd_two_calls(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	atomic_store(&cfd_result, bh_pool_call(done_pool, &cfd_inner.task, bh_now_ns() + BH_SEC));
+	atomic_store(&cfd_result2,
+		     bh_pool_call(done_pool, &cfd_inner2.task, bh_now_ns() + BH_SEC));
+}
+
+static void test_second_call_from_done(void **state)
+{
+	struct ttask a, b;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 4, BH_POOL_ABORT, NULL);
+	gate_init(&cfd_inner_gate);
+	tt_init(&a, NULL);
+	tt_init(&b, NULL);
+	tt_init(&cfd_inner, NULL);
+	tt_init(&cfd_inner2, NULL);
+	cfd_inner.extra = cfd_inner_blocks;
+	a.task.done = cfd_two_calls;
+	atomic_store(&cfd_result, 12345);
+	atomic_store(&cfd_result2, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&cfd_inner.started) == 1); /* inline, on a's thread */
+	assert_int_equal(bh_pool_submit(done_pool, &b.task), 0); /* queued */
+	assert_int_equal(pstats(done_pool).queued, 1);
+	gate_open(&cfd_inner_gate);
+	AWAIT(atomic_load(&cfd_result2) != 12345);
+	AWAIT(atomic_load(&b.dones) == 1 && pstats(done_pool).active == 0);
+	assert_int_equal(atomic_load(&cfd_result), 0);
+	assert_int_equal(atomic_load(&cfd_result2), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* Shutdown while a call runs on its caller in a done: the caller's thread
+ * leaves after done (reidle: leave_locked, P_GO NULL), drain waits for
+ * done, the counts balance. */
+static void test_shutdown_during_call_from_done(void **state)
+{
+	struct ttask a;
+	struct bh_pool_stats st;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 4, BH_POOL_ABORT, NULL);
+	gate_init(&cfd_inner_gate);
+	tt_init(&a, NULL);
+	tt_init(&cfd_inner, NULL);
+	tt_init(&cfd_inner2, NULL);
+	cfd_inner.extra = cfd_inner_blocks;
+	a.task.done = cfd_two_calls;
+	atomic_store(&cfd_result, 12345);
+	atomic_store(&cfd_result2, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&cfd_inner.started) == 1);
+	assert_int_equal(bh_pool_shutdown(done_pool, bh_now_ns() + 50 * BH_MSEC), 1);
+	st = pstats(done_pool);
+	assert_int_equal(st.alive, 1);
+	assert_int_equal(st.active, 1);
+	gate_open(&cfd_inner_gate);
+	assert_int_equal(bh_pool_shutdown(done_pool, BH_FOREVER), 0);
+	assert_int_equal(atomic_load(&cfd_result), 0);
+	assert_int_equal(atomic_load(&cfd_result2), -ESHUTDOWN);
+	st = pstats(done_pool);
+	assert_int_equal(st.alive, 0);
+	assert_int_equal(st.completed, 2);
+	assert_int_equal(held_permits(done_pool), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* Spinner accounting and keep-alive around a call run on its caller. */
+static _Atomic int cfd_seen_pollers = -1, cfd_seen_spin = -1;
+
+static void cfd_inner_records(struct ttask *tt)
+{
+	(void)tt;
+	atomic_store(&cfd_seen_pollers, (int)npollers(done_pool));
+	atomic_store(&cfd_seen_spin, (int)bhi_spin_count());
+}
+
+static void test_call_from_done_spinner_and_keepalive(void **state)
+{
+	struct vsync v;
+	struct ttask a;
+
+	(void)state;
+	vs_init(&v);
+	done_pool = make_pool(0, 1, 4, BH_POOL_ABORT, &v); /* above core: keep-alive */
+	bhp_set_spin_ns(done_pool, BH_SEC);
+	tt_init(&a, NULL);
+	tt_init(&cfd_inner, NULL);
+	cfd_inner.extra = cfd_inner_records;
+	a.task.done = cfd_call_now;
+	atomic_store(&cfd_result, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&cfd_result) != 12345);
+	assert_int_equal(atomic_load(&cfd_result), 0);
+	assert_true(pthread_equal(cfd_inner.ran_on, a.ran_on));
+	assert_int_equal(atomic_load(&cfd_seen_pollers), 0); /* unpolled for the call */
+	assert_int_equal(atomic_load(&cfd_seen_spin), 0);    /* no spinner counted */
+	AWAIT(npollers(done_pool) == 1); /* back to polling after the call */
+	AWAIT(atomic_load(&v.poll_starts) >= 1);
+	fake_advance(&v.f, BH_SEC); /* poll window over: sleep */
+	fake_await(&v.f, BHI_WAIT_PARK, 1);
+	assert_int_equal(npollers(done_pool), 0);
+	AWAIT(bhi_spin_count() == 0);
+	fake_advance(&v.f, 11 * BH_SEC); /* keep-alive passes: the thread leaves */
+	AWAIT(pstats(done_pool).alive == 0);
+	assert_int_equal(pstats(done_pool).completed, 2);
+	assert_int_equal(held_permits(done_pool), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* The most natural form: a done that submits a follow-up task, then makes
+ * a call. The submit is handed to the done's own thread (listed idle, the
+ * only one), so the thread is no longer idle; the call runs on the caller. */
+static struct ttask cfd_follow;
+
+static void cfd_submit_then_call(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	bh_pool_submit(done_pool, &cfd_follow.task);
+	atomic_store(&cfd_result, bh_pool_call(done_pool, &cfd_inner.task, bh_now_ns() + BH_SEC));
+}
+
+static void test_submit_then_call_from_done(void **state)
+{
+	struct ttask a;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 4, BH_POOL_ABORT, NULL);
+	tt_init(&a, NULL);
+	tt_init(&cfd_follow, NULL);
+	tt_init(&cfd_inner, NULL);
+	a.task.done = cfd_submit_then_call;
+	atomic_store(&cfd_result, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&cfd_result) != 12345);
+	AWAIT(atomic_load(&cfd_follow.dones) == 1 && pstats(done_pool).active == 0);
+	assert_int_equal(atomic_load(&cfd_result), 0);
+	assert_int_equal(pstats(done_pool).caller_ran, 1); /* no slot: run on its caller */
+	assert_int_equal(pstats(done_pool).completed, 2);
+	assert_int_equal(held_permits(done_pool), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
 /* A worker in its last task's done counts as idle, but a new task goes to a
  * thread that really idles first: b ran on one thread, which idles; a's
  * done blocks on the other; c must not wait for a's done. */
@@ -2502,6 +2734,12 @@ int main(void)
 		cmocka_unit_test(test_task_skips_thread_in_done),
 		cmocka_unit_test(test_task_not_behind_inline_call),
 		cmocka_unit_test(test_calls_from_two_dones),
+		cmocka_unit_test(test_call_from_done_after_handoff),
+		cmocka_unit_test(test_call_from_done_with_next_queued),
+		cmocka_unit_test(test_second_call_from_done),
+		cmocka_unit_test(test_shutdown_during_call_from_done),
+		cmocka_unit_test(test_call_from_done_spinner_and_keepalive),
+		cmocka_unit_test(test_submit_then_call_from_done),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */

@@ -68,7 +68,8 @@
  * never from a pool thread: -EDEADLK). Run and done are never called with a
  * library lock held: they may submit to the same pool. A bh_pool_call from
  * done goes to an idle thread not itself in done, or else runs on the
- * calling thread (its finished task freed the slot); from run it needs
+ * calling thread (in the slot its finished task freed, or with none:
+ * counted in caller_ran); from run it needs
  * another thread, and waits for its deadline on a pool whose threads are
  * all busy. Pool threads block every signal. Signals
  * do not cut bh_pool_call's wait short (the wait resumes against the same
@@ -174,7 +175,8 @@ struct bh_pool_stats {
 	uint64_t abandoned_running; /* of those, still running: threads tied up by work
 	                             * nobody waits for */
 	uint64_t discarded;         /* dropped unrun: DISCARD(_OLDEST), bh_pool_shutdown_now */
-	uint64_t caller_ran;        /* run on the submitting thread (CALLER_RUNS) */
+	uint64_t caller_ran;        /* run on the submitting thread (CALLER_RUNS; a
+	                             * call from done whose thread had a task) */
 	uint64_t rejected;          /* submissions the full pool refused (-EBUSY) or
 	                             * gave to its policy (CALLER_RAN, DISCARDED, a
 	                             * DISCARD_OLDEST swap), and those that could not

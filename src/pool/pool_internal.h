@@ -164,6 +164,12 @@ struct bhp_worker *bhp_own_worker(const struct bh_pool *p);
  * call itself (submit.c): off the idle lists while it does, then back where
  * its own finish would have put it (the next queued task, idle, or leave). */
 void bhp_unidle_self_locked(struct bh_pool *p, struct bhp_worker *w);
+/* Where place_locked put a call made from done (submit.c). */
+enum bhp_here {
+	HERE_NOT,    /* placed as any task: the caller waits for it */
+	HERE_SLOT,   /* runs on the caller, off the idle lists, in its free slot */
+	HERE_CALLER, /* runs on the caller, busy with a task already: no slot, no permit */
+};
 void bhp_reidle_self_locked(struct bh_pool *p, struct bhp_worker *w);
 /* submit.c */
 BHI_COLD void bhp_cache_fit_locked(struct bh_pool *p);
@@ -255,9 +261,10 @@ static inline struct bhp_worker *idle_pick_for(struct bh_pool *p, const struct b
 	for (int l = 0; l < 2; l++) {
 		struct bhp_worker *w = lists[l];
 
-		for (int i = 0; w && i < IDLE_LOOK; i++, w = bhp_workers_next(w)) {
+		for (int i = 0; w && i < IDLE_LOOK; w = bhp_workers_next(w)) {
 			if (w == avoid)
 				continue;
+			i++;
 			/* relaxed: set under this lock before the worker was
 			 * listed; a stale true only defers it */
 			if (!atomic_load_explicit(&w->reporting, memory_order_relaxed))

@@ -107,10 +107,11 @@ static int start_for_queue_locked(struct bh_pool *p, struct bh_task *t, struct b
  * finished task freed (*here). Returns 0, or the error of a thread that
  * could not be created. */
 static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker **wake,
-			bool *here)
+			enum bhp_here *here)
 {
 	struct bhp_worker *self = task_is_call(t) ? bhp_own_worker(p) : NULL, *w;
-	bool in_done = self && self->idle; /* a pool thread is idle only in done */
+	/* relaxed: the calling thread's own flag (finish_and_next) */
+	bool in_done = self && atomic_load_explicit(&self->reporting, memory_order_relaxed);
 	int r = -EBUSY;
 
 	if (p->alive < p->core &&
@@ -118,15 +119,19 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker 
 					    : start_for_queue_locked(p, t, wake)) == 0)
 		return 0;
 	w = idle_pick_for(p, self, in_done);
-	if (w || in_done) { /* an idle worker means an empty queue: FIFO holds */
+	if (w || (in_done && self->idle)) { /* an idle worker means an empty queue: FIFO holds */
 		task_advance(t, T_IDLE, T_RUNNING);
 		p->active++;
 		if (!w) {
 			bhp_unidle_self_locked(p, self);
-			*here = true;
+			*here = HERE_SLOT;
 		} else if (hand_off(p, w, t)) {
 			*wake = w; /* after the unlock */
 		}
+		return 0;
+	}
+	if (in_done) { /* its thread has a task already: queued, it would wait for itself */
+		*here = HERE_CALLER;
 		return 0;
 	}
 	if (p->queued < p->cap && p->alive > 0) {
@@ -140,9 +145,10 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker 
 }
 
 /* Admit t and place it. -EBUSY: the pool is full, the policy decides. A
- * permit that cannot be used (closing, no thread) goes back to the cache.
- * *here: the caller is to run t itself (place_locked). */
-static int admit_task(struct bh_pool *p, struct bh_task *t, bool *here)
+ * permit that cannot be used (closing, no thread) goes back to the cache,
+ * as does that of a call the caller runs with no slot (HERE_CALLER, counted
+ * as run on the caller). *here: whether the caller runs t itself. */
+static int admit_task(struct bh_pool *p, struct bh_task *t, enum bhp_here *here)
 {
 	struct bhp_worker *wake = NULL;
 	int have = permit_fast(p), r;
@@ -155,7 +161,9 @@ static int admit_task(struct bh_pool *p, struct bh_task *t, bool *here)
 		r = p->closing ? -ESHUTDOWN : place_locked(p, t, &wake, here);
 		if (r == 0)
 			p->submitted++;
-		else
+		if (r == 0 && *here == HERE_CALLER)
+			p->caller_ran++;
+		if (r != 0 || *here == HERE_CALLER)
 			cache_put_locked(p);
 		if (r < 0 && r != -ESHUTDOWN)
 			p->no_thread++; /* counted with the rejections */
@@ -280,7 +288,7 @@ static int submit_full(struct bh_pool *p, struct bh_task *t)
 int bh_pool_submit(bh_pool_t *p, struct bh_task *t)
 {
 	int r;
-	bool here = false; /* only calls run here */
+	enum bhp_here here = HERE_NOT; /* only calls run here */
 
 	if (BHI_UNLIKELY(!p || !t || !t->run))
 		return -EINVAL;
@@ -385,7 +393,7 @@ static int call_here(struct bh_pool *p, struct bh_task *t)
 
 int bh_pool_call(bh_pool_t *p, struct bh_task *t, uint64_t deadline_ns)
 {
-	bool here = false;
+	enum bhp_here here = HERE_NOT;
 	int r;
 
 	if (!p || !t || !t->run)
@@ -398,7 +406,11 @@ int bh_pool_call(bh_pool_t *p, struct bh_task *t, uint64_t deadline_ns)
 		return call_full(p, t, deadline_ns);
 	if (r < 0)
 		return r;
-	return here ? call_here(p, t) : wait_call(p, t, deadline_ns);
+	if (here == HERE_CALLER) {
+		task_run_here(p, t);
+		return 0;
+	}
+	return here == HERE_SLOT ? call_here(p, t) : wait_call(p, t, deadline_ns);
 }
 
 bool bh_task_cancelled(const struct bh_task *t)
