@@ -1809,6 +1809,63 @@ static void test_wake_poll_rearmed_by_track(void **state)
 	bh_destroy(other);
 }
 
+/* test_wake_poll_rearmed_by_track on an SQPOLL ring: the track finds the
+ * SQ full and submits, but io_uring_submit only hands the SQEs to the
+ * kernel's SQ thread, which frees their room when it takes them: the track
+ * waits for that room (io_uring_sqring_wait), then arms the poll. */
+static void test_wake_poll_rearmed_by_track_sqpoll(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	bulkhead_t *other = make_bh(1, 0, 0);
+	struct bh_uring_op op = { 0 }, armed = { 0 };
+	struct io_uring_sqe *mine;
+	int p[2], q[2], r;
+	char b[4], c;
+
+	(void)state;
+	assert_non_null(f);
+	r = ring_up(&f->ring, 4, 0, IORING_SETUP_SQPOLL);
+	if (r == -EINVAL || r == -EPERM) {
+		free(f);
+		skip();
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(bh_uring_create(&f->ring, 0, &f->t), 0);
+	f->bh = make_bh(1, 4, 0);
+	make_pipe(p);
+	make_pipe(q);
+	{ /* end_wake_poll, counting CQEs instead of submit's (SQPOLL) */
+		struct io_uring_sqe *sqe;
+
+		grants_reset();
+		assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+		assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
+		io_uring_submit(&f->ring);
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+		sqe->user_data = 9;
+		io_uring_submit(&f->ring);
+		while (io_uring_cq_ready(&f->ring) < 2)
+			assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
+		io_uring_sqring_wait(&f->ring); /* the SQ is empty again */
+	}
+	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
+	queue_reads(f, p, b, 3);
+	assert_int_equal(io_uring_sq_space_left(&f->ring), 0);
+	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
+	assert_int_equal(tstats(f->t).helpers, 0);
+	io_uring_prep_read(mine, q[0], &c, 1, 0);
+	assert_int_equal(bh_uring_track(f->t, &armed, BH_FOREVER), 0);
+	assert_int_equal(tstats(f->t).helpers, 1); /* armed */
+	io_uring_submit(&f->ring);
+	grant_wakes_owner(f, &op);
+	fix_free(f);
+	close_pipe(p);
+	close_pipe(q);
+	assert_int_equal(in_flight(other), 0);
+	bh_destroy(other);
+}
+
 /* A reap between an op's get and its track does not put the poll's SQE
  * behind the op: the op's deadline (a LINK_TIMEOUT right after it) is
  * still accepted, and the poll follows its timeout. */
@@ -1837,30 +1894,34 @@ static void test_wake_poll_rearm_keeps_deadline_room(void **state)
 	bh_destroy(other);
 }
 
-/* A wait between an op's get and its track does not put the poll's SQE
- * behind the op either: the track with a deadline is accepted, and arms
- * the poll behind the op's timeout. */
+/* A wait between an op's get and its track takes the poll's SQE at once,
+ * so that the caller's next submit carries it, whatever the caller does
+ * with that op: here it submits the op before tracking it (allowed: the
+ * track says -EALREADY), and the grant still wakes the owner. (The poll's
+ * SQE is one taken after the op: a deadline for it would be refused.) */
 static void test_wait_between_get_and_track(void **state)
 {
 	struct fix *f = fix_new(8, 0, 1, 4, 0);
-	bulkhead_t *other = make_bh(1, 0, 0);
+	bulkhead_t *other = make_bh(2, 0, 0);
 	struct bh_uring_op op = { 0 }, armed = { 0 };
 	struct io_uring_sqe *mine;
+	int q[2];
+	char c;
 
 	(void)state;
 	grants_reset();
+	make_pipe(q);
 	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
 	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
+	io_uring_prep_read(mine, q[0], &c, 1, 0); /* never completes by itself */
 	assert_int_equal(bh_uring_wait(f->t, &op, f->bh, 1, record_grant), 1);
-	assert_int_equal(tstats(f->t).helpers, 0); /* no poll yet */
-	io_uring_prep_nop(mine);
-	assert_int_equal(bh_uring_track(f->t, &armed, bh_now_ns() + 3600 * BH_SEC), 0);
-	assert_true(mine->flags & IOSQE_IO_LINK);
-	assert_int_equal(io_uring_sq_ready(&f->ring), 3); /* mine, its timeout, the poll */
-	assert_int_equal(tstats(f->t).helpers, 2);
-	io_uring_submit(&f->ring);
+	assert_int_equal(tstats(f->t).helpers, 1); /* the poll, in the SQ now */
+	assert_true(io_uring_submit(&f->ring) >= 2); /* the op, early, and the poll */
 	grant_wakes_owner(f, &op);
+	assert_int_equal(bh_uring_track(f->t, &armed, BH_FOREVER), -EALREADY);
+	assert_int_equal(bh_uring_cancel(f->t, &armed), 0);
 	fix_free(f);
+	close_pipe(q);
 	assert_int_equal(in_flight(other), 0);
 	bh_destroy(other);
 }
@@ -2496,6 +2557,7 @@ int main(void)
 		cmocka_unit_test(test_wake_poll_rearm_with_full_sq),
 		cmocka_unit_test(test_wake_poll_rearm_waits_for_untracked_op),
 		cmocka_unit_test(test_wake_poll_rearmed_by_track),
+		cmocka_unit_test(test_wake_poll_rearmed_by_track_sqpoll),
 		cmocka_unit_test(test_wake_poll_rearm_keeps_deadline_room),
 		cmocka_unit_test(test_wait_between_get_and_track),
 		cmocka_unit_test(test_drain_ignores_stale_user_data),

@@ -76,7 +76,11 @@
  * that owns the ring; only grants cross threads (a permit may be released
  * on any thread), and the library carries those itself. No function
  * blocks, except bh_uring_drain, which waits for the kernel (until its
- * deadline: -ETIMEDOUT, and calling again goes on waiting).
+ * deadline: -ETIMEDOUT, and calling again goes on waiting), and, on an
+ * SQPOLL ring, a reap, complete or track that re-arms the wake-up poll
+ * with the SQ full: it submits, then waits for the kernel's SQ thread to
+ * take the SQEs (io_uring_sqring_wait). A tracker serves its ring as
+ * created: resizing the ring's queues afterwards is not supported.
  *
  * ERRORS. Every function returns 0 (or a count) or a negative errno and
  * never sets errno. See bh_uring_track(3). NULL: a NULL tracker or
@@ -287,8 +291,8 @@ BH_API int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op);
  * 0: the permits were free, op holds them now (fn is not called, no SQE
  * used); 1: queued, fn runs later on this thread - and, unless one was
  * already armed, the tracker's wake-up poll is in the SQ: submit it, or no
- * grant can wake the ring (while an op's SQEs are taken and not yet
- * tracked, the track or cancel that ends the last such op puts it there). -EBUSY (queue full), -ESHUTDOWN, -EINVAL,
+ * grant can wake the ring. Between another op's get and its track, that
+ * SQE is one taken after the op: a deadline for it is then refused. -EBUSY (queue full), -ESHUTDOWN, -EINVAL,
  * -EAGAIN (SQ full and no wake-up poll armed: nothing taken), -EMFILE/-ENFILE
  * (no fd for its eventfd, made on the first wait). */
 BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_t n,

@@ -232,12 +232,11 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 	if (r == 1) {
 		/* Cannot fail: room was checked, and only this thread takes
 		 * SQEs. A grant that lands before the poll is armed stays in
-		 * the eventfd, and the poll fires at once. Not behind an op
-		 * taken and not yet tracked (its link or deadline comes right
-		 * after it): the track or cancel that ends the last such op
-		 * arms it (rearm_wake). */
-		if (!bhu_armed_pending(t))
-			bhu_arm_wake(t);
+		 * the eventfd, and the poll fires at once. Armed now even
+		 * behind an op taken and not yet tracked (a reap would wait for
+		 * its track): the caller took this SQE, and the caller's next
+		 * submit must carry it, whatever it does with that op. */
+		bhu_arm_wake(t);
 		return 1;
 	}
 	return not_queued(t, op, r);

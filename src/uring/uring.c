@@ -773,8 +773,13 @@ static BHI_COLD void rearm_wake_now(bh_uring_t *t)
 {
 	if (!rearm_owed(t) || bhu_armed_pending(t))
 		return;
-	if (bhu_arm_wake(t) == -EAGAIN && io_uring_submit(t->ring) > 0)
+	if (bhu_arm_wake(t) == -EAGAIN && io_uring_submit(t->ring) > 0) {
+		/* An SQPOLL ring's SQ thread frees the room when it takes
+		 * the SQEs: wait for it (microseconds), as drain does. */
+		if (t->ring->flags & IORING_SETUP_SQPOLL)
+			io_uring_sqring_wait(t->ring);
 		bhu_arm_wake(t);
+	}
 }
 
 
