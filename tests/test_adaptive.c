@@ -434,6 +434,67 @@ static void impossible_latencies(void **state)
 	assert_int_equal(sat_shl_ns(0, 64), UINT64_MAX);
 }
 
+/* A fork child detaches a controller that a thread of the parent was inside
+ * when it forked (a hold sample closing a window, held in the window hook):
+ * that thread does not exist in the child, so neither its mark in the
+ * bulkhead's slot nor its closer's role may be waited for. */
+static _Atomic int hook_in, hook_go;
+
+static void hold_in_hook(void *ctx, const struct bha_window *w, const struct bha_verdict *v)
+{
+	(void)ctx;
+	(void)w;
+	(void)v;
+	atomic_store(&hook_in, 1);
+	while (!atomic_load(&hook_go))
+		sched_yield();
+}
+
+static void *hold_sampler(void *arg)
+{
+	uint64_t end = bh_now_ns() + 10 * BH_SEC;
+
+	while (!atomic_load(&hook_in) && bh_now_ns() < end) {
+		advance(10 * MS);
+		bh_record_hold(arg, 10 * MS);
+	}
+	return NULL;
+}
+
+static void fork_child_detaches(void **state)
+{
+	bulkhead_t *bh = make_bh(20, 0, BH_TRACK_HOLD);
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD };
+	bh_adaptive_t *a = attach(bh, &c);
+	uint64_t end = bh_now_ns() + 10 * BH_SEC;
+	pthread_t th;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	atomic_store(&hook_in, 0);
+	atomic_store(&hook_go, 0);
+	bha_set_window_hook(a, hold_in_hook, NULL);
+	assert_int_equal(pthread_create(&th, NULL, hold_sampler, bh), 0);
+	while (!atomic_load(&hook_in) && bh_now_ns() < end)
+		sched_yield();
+	assert_true(atomic_load(&hook_in)); /* inside the sink, closing a window */
+	pid = fork();
+	if (pid == 0) {
+		alarm(5); /* a hang dies of SIGALRM */
+		bh_adaptive_detach(a);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	atomic_store(&hook_go, 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
 /* ---- the algorithms, one window at a time ------------------------------------- */
 
 static void algo(struct bha_algo *g, enum bh_adaptive_algo kind, uint32_t start,
@@ -1313,6 +1374,7 @@ int main(void)
 		cmocka_unit_test(windows_close_after_a_few_round_trips),
 		cmocka_unit_test(every_sample_counted_once),
 		cmocka_unit_test(impossible_latencies),
+		cmocka_unit_test(fork_child_detaches),
 		cmocka_unit_test(aimd_rules),
 		cmocka_unit_test(vegas_rules),
 		cmocka_unit_test(vegas_probe),

@@ -140,6 +140,9 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 {
 	uint32_t seq = atomic_load_explicit(&a->seq, memory_order_relaxed);
 
+	/* Odd only when a fork cut a parent's closer short mid-publish (this
+	 * is a child taking its role over): go on from the next even. */
+	seq += seq & 1;
 	/* A seqlock: readers retry while seq is odd or moved. The release
 	 * fence orders the odd seq before the fields, the final release
 	 * store the fields before the even one (pairs with the reader's
@@ -323,12 +326,23 @@ static bool window_due(const bh_adaptive_t *a, uint64_t now)
 	return n >= 1 && now >= sat_add(a->open_ns, v->window_max_ns);
 }
 
+/* What a closer writes in closing: odd (never 0), and different in a fork
+ * child, where a mark left by a closer of the parent's (a thread that does
+ * not exist there, cut short by the fork) is taken over, not waited for. */
+static uint32_t closer_mark(void)
+{
+	return bhk_fork_generation() << 1 | 1u;
+}
+
 /* Whoever finds the window due tries to close it; one wins, the others go
  * on at once (the sampling path never waits). acquire: the winner sees
- * everything the previous closer wrote (pairs with the release below). */
+ * everything the previous closer wrote (pairs with the release below).
+ * Writing our own mark over a live closer's changes nothing. */
 static BHI_COLD void try_close(bh_adaptive_t *a)
 {
-	if (atomic_exchange_explicit(&a->closing, 1, memory_order_acquire))
+	uint32_t me = closer_mark();
+
+	if (atomic_exchange_explicit(&a->closing, me, memory_order_acquire) == me)
 		return;
 	uint64_t now = a->clock(a->clock_ctx);
 
@@ -341,7 +355,9 @@ void bha_become_closer(bh_adaptive_t *a)
 {
 	/* acquire: pairs with the previous closer's release store of closing
 	 * (try_close(), bha_flush()), so we see everything it wrote */
-	while (atomic_exchange_explicit(&a->closing, 1, memory_order_acquire))
+	uint32_t me = closer_mark();
+
+	while (atomic_exchange_explicit(&a->closing, me, memory_order_acquire) == me)
 		sched_yield();
 }
 

@@ -202,7 +202,8 @@ struct bh_adaptive {
 
 	/* The closer's: ordered by closing (acquire on taking, release on
 	 * leaving), so successive closers on any threads see each other's
-	 * writes to everything below. */
+	 * writes to everything below. 0: free; else closer_mark() of the
+	 * process the closer ran in (adaptive.c). */
 	_Alignas(64) _Atomic uint32_t closing;
 	struct bha_algo algo;
 	struct bha_verdict v;          /* the open window's rules */

@@ -198,12 +198,33 @@ bool bhi_is_host(const bulkhead_t *bh)
 	return bh->ext != NULL;
 }
 
+/* Counted by the child side of pthread_atfork. Relaxed: a fork child
+ * runs one thread when its handler bumps it. */
+static _Atomic uint32_t fork_gen;
+static pthread_once_t fork_gen_once = PTHREAD_ONCE_INIT;
+
+static void fork_gen_bump(void)
+{
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+}
+
+static void fork_gen_register(void)
+{
+	pthread_atfork(NULL, NULL, fork_gen_bump);
+}
+
+uint32_t bhk_fork_generation(void)
+{
+	return atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
+
 /* 0, or -EBUSY when another sink is attached. acq_rel: pairs with a
  * detach's clear, and publishes k's fields to the hooks' loads. */
 int bhk_attach(bulkhead_t *bh, struct bhk_sink *k)
 {
 	struct bhk_sink *none = NULL;
 
+	pthread_once(&fork_gen_once, fork_gen_register);
 	return atomic_compare_exchange_strong_explicit(&bh->sink, &none, k, memory_order_acq_rel,
 						       memory_order_acquire)
 		       ? 0
@@ -217,8 +238,14 @@ void bhk_detach(bulkhead_t *bh)
 	/* seq_cst, store and loads: one single order with bhk_emit_slow()'s
 	 * seq_cst increment of its slot and reload of sink; the load that
 	 * sees 0 also pairs with bhk_emit_slow()'s release decrement */
+	uint32_t gen = bhk_fork_generation();
+
 	atomic_store_explicit(&bh->sink, NULL, memory_order_seq_cst);
+	/* A slot marked before the last fork is a parent's thread's, which
+	 * does not exist here: its mark never goes (sink_gen is read after
+	 * the mark, and the marker wrote it before: seq_cst increment). */
 	for (uint32_t i = 0; i <= bh->nslots; i++)
-		while (atomic_load_explicit(&bh->slots[i].in_sink, memory_order_seq_cst))
+		while (atomic_load_explicit(&bh->slots[i].in_sink, memory_order_seq_cst) &&
+		       atomic_load_explicit(&bh->slots[i].sink_gen, memory_order_relaxed) == gen)
 			sched_yield();
 }

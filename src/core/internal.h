@@ -56,8 +56,9 @@ struct bhi_slot {
 	 * tells a recycled slot's new owner to start afresh. */
 	uint64_t held, hold_start, hold_gen;
 	/* Automatic samples this thread is handing to the bulkhead's sink
-	 * now (src/core/sample_hook.h); detaching waits for 0. */
-	_Atomic uint32_t in_sink;
+	 * now (src/core/sample_hook.h); detaching waits for 0, unless
+	 * sink_gen says they began before a fork (bhk_fork_generation). */
+	_Atomic uint32_t in_sink, sink_gen;
 };
 
 #define BHI_HOLD_SHARDS 8 /* threads spread hold recordings over these */

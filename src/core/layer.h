@@ -107,6 +107,13 @@ int bhk_attach(bulkhead_t *bh, struct bhk_sink *k);
 /* Unhook bh's sink and wait until no hook is inside it. */
 void bhk_detach(bulkhead_t *bh);
 
+/* How many fork()s separate this process from the one that attached the
+ * first sink (a pthread_atfork child handler counts them, registered by
+ * the first bhk_attach). A sink's busy marks and its closer's role carry
+ * the generation they were taken in: in a fork child, those of the
+ * parent's threads, which do not exist there, are never waited for. */
+uint32_t bhk_fork_generation(void);
+
 /* ---- the thread index (src/core/tindex.c) --------------------------------- */
 
 /* 0 = none yet, else index + 1; indices of exited threads are reused.

@@ -112,18 +112,21 @@ int64_t bhi_over_limit(const bulkhead_t *bh)
 /* ---- automatic samples (the protocol is in sample_hook.h) ------------------ */
 
 /* The calling thread's slot, or the shared one. */
-static _Atomic uint32_t *bhk_busy_word(struct bulkhead *bh)
+static struct bhi_slot *bhk_busy_slot(struct bulkhead *bh)
 {
 	uint32_t t = bhi_tindex ? bhi_tindex : bhi_tindex_assign();
 
-	return &bh->slots[t - 1u < bh->nslots ? t - 1u : bh->nslots].in_sink;
+	return &bh->slots[t - 1u < bh->nslots ? t - 1u : bh->nslots];
 }
 
 BHI_COLD void bhk_emit_slow(bulkhead_t *bh, unsigned src, uint64_t ns, int outcome)
 {
-	_Atomic uint32_t *busy = bhk_busy_word(bh);
+	struct bhi_slot *s = bhk_busy_slot(bh);
+	_Atomic uint32_t *busy = &s->in_sink;
 	struct bhk_sink *k;
 
+	/* relaxed: published by the seq_cst increment that follows */
+	atomic_store_explicit(&s->sink_gen, bhk_fork_generation(), memory_order_relaxed);
 	/* seq_cst, both: with bhk_detach's clear and its load of our slot, one
 	 * single order, in which either we see NULL or detach sees us busy */
 	atomic_fetch_add_explicit(busy, 1, memory_order_seq_cst);
