@@ -655,6 +655,13 @@ static void envoy_rules(void **state)
 		step(&g, &v, win(100, 0, 1000 * MS, 3));
 	}
 	assert_int_equal(v.probe_samples, 50); /* the 5th at the minimum */
+	w = win(3, 0, 30 * MS, 3); /* that window ends on its deadline, 3 samples */
+	w.probe = true;
+	step(&g, &v, w);
+	assert_int_equal(g.u.envoy.min_rtt, 10 * MS); /* kept: too few to measure */
+	algo(&g, BH_ADAPTIVE_ENVOY, 40, &v);
+	step(&g, &v, w);
+	assert_int_equal(g.u.envoy.min_rtt, 30 * MS); /* none yet: the few it has */
 }
 
 /* The default, rule by rule (its baseline from the first probe). */

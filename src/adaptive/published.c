@@ -208,7 +208,10 @@ void bha_envoy_window(struct bha_algo *g, const struct bha_window *w, uint64_t n
 	fixed_window(g, ENVOY_WINDOW_NS, v);
 	v->min_samples = 1;
 	if (s->in_min_rtt) {
-		if (w->hist_n > 0)
+		/* A window that ended on its deadline with fewer samples keeps
+		 * the minRTT it had (a p50 of a few is noise), unless there is
+		 * none yet: the few are better than 0. */
+		if (w->hist_n >= ENVOY_MIN_RTT_SAMPLES || (s->min_rtt == 0 && w->hist_n > 0))
 			s->min_rtt = w->pct_ns;
 		envoy_set(g, s->deferred, v, BH_ADAPTIVE_RESTORE); /* still in the window */
 		s->in_min_rtt = false;
