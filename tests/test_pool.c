@@ -12,6 +12,8 @@
 
 #include "testutil.h"
 #include "pool/pool_internal.h"
+#include "adaptive/bha.h"
+#include "bulkhead/adaptive.h"
 #include "sizing.h" /* tools/: the sizing the tools print */
 
 /* ---- a virtual clock and scripted waits ------------------------------------ */
@@ -2523,6 +2525,147 @@ static void test_submit_then_call_from_done(void **state)
 	assert_int_equal(bh_pool_destroy(done_pool), 0);
 }
 
+static struct ttask full_c, full_d, full_inner;
+static struct gate full_gate;
+static _Atomic int full_result = 12345, full_sub_c = 12345, full_sub_d = 12345;
+static _Atomic bool full_inner_running;
+
+/* A's done fills the pool (C handed to its own thread, D queued), then
+ * calls the pool with a 300 ms deadline. */
+static void full_fill_then_call(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	atomic_store(&full_sub_c, bh_pool_submit(done_pool, &full_c.task));
+	atomic_store(&full_sub_d, bh_pool_submit(done_pool, &full_d.task));
+	atomic_store(&full_result,
+		     bh_pool_call(done_pool, &full_inner.task, bh_now_ns() + 300 * BH_MSEC));
+}
+
+/* max 1, cap 1, DISCARD_OLDEST: the call from done finds the pool full.
+ * Swapped for D into the queue, behind the only thread, which is the
+ * caller itself waiting in done, it would wait for itself: it runs on its
+ * caller, and D stays queued. */
+static void test_call_from_done_full_discard_oldest(void **state)
+{
+	struct ttask a;
+	struct bh_pool_stats st;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 1, BH_POOL_DISCARD_OLDEST, NULL);
+	tt_init(&a, NULL);
+	tt_init(&full_c, NULL);
+	tt_init(&full_d, NULL);
+	tt_init(&full_inner, NULL);
+	a.task.done = full_fill_then_call;
+	atomic_store(&full_result, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&full_result) != 12345);
+	assert_int_equal(atomic_load(&full_sub_c), 0);
+	assert_int_equal(atomic_load(&full_sub_d), 0);
+	assert_int_equal(atomic_load(&full_result), 0);
+	assert_int_equal(atomic_load(&full_inner.runs), 1);
+	AWAIT(atomic_load(&full_c.dones) == 1 && atomic_load(&full_d.dones) == 1 &&
+	      pstats(done_pool).active == 0);
+	assert_int_equal(atomic_load(&full_d.status), 0); /* ran, not dropped */
+	st = pstats(done_pool);
+	assert_int_equal(st.caller_ran, 1);
+	assert_int_equal(st.discarded, 0);
+	assert_int_equal(held_permits(done_pool), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* The same under CALLER_RUNS: runs on the caller (control). */
+static void test_call_from_done_full_caller_runs(void **state)
+{
+	struct ttask a;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 1, BH_POOL_CALLER_RUNS, NULL);
+	tt_init(&a, NULL);
+	tt_init(&full_c, NULL);
+	tt_init(&full_d, NULL);
+	tt_init(&full_inner, NULL);
+	a.task.done = full_fill_then_call;
+	atomic_store(&full_result, 12345);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&full_result) != 12345);
+	assert_int_equal(atomic_load(&full_result), 0);
+	AWAIT(atomic_load(&full_d.dones) == 1 && pstats(done_pool).active == 0);
+	assert_int_equal(pstats(done_pool).caller_ran, 1);
+	assert_int_equal(held_permits(done_pool), 0);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
+/* HERE_CALLER with an adaptive controller attached, while shutdown_now
+ * drops the queued task: every snapshot balances, every permit comes back,
+ * every run is one sample. cap 4 so the call is admitted. */
+static void full_inner_gated(struct ttask *tt)
+{
+	(void)tt;
+	atomic_store(&full_inner_running, true);
+	gate_pass(&full_gate);
+}
+
+static void full_fill_then_call_forever(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	atomic_store(&full_sub_c, bh_pool_submit(done_pool, &full_c.task));
+	atomic_store(&full_sub_d, bh_pool_submit(done_pool, &full_d.task));
+	atomic_store(&full_result, bh_pool_call(done_pool, &full_inner.task, BH_FOREVER));
+}
+
+static void test_call_from_done_adaptive_shutdown_now(void **state)
+{
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 1,
+					.window_ns = 3600 * BH_SEC };
+	struct bh_adaptive_stats as;
+	bh_adaptive_t *ad = NULL;
+	struct ttask a;
+	struct bh_pool_stats st;
+
+	(void)state;
+	done_pool = make_pool(1, 1, 4, BH_POOL_ABORT, NULL);
+	assert_int_equal(bh_adaptive_attach_pool(done_pool, &c, &ad), 0);
+	gate_init(&full_gate);
+	tt_init(&a, NULL);
+	tt_init(&full_c, NULL);
+	tt_init(&full_d, NULL);
+	tt_init(&full_inner, NULL);
+	full_inner.extra = full_inner_gated;
+	a.task.done = full_fill_then_call_forever;
+	atomic_store(&full_result, 12345);
+	atomic_store(&full_inner_running, false);
+	assert_int_equal(bh_pool_submit(done_pool, &a.task), 0);
+	AWAIT(atomic_load(&full_inner_running));
+	st = pstats(done_pool);
+	assert_int_equal(st.caller_ran, 1);
+	assert_int_equal(st.queued, 1);  /* D */
+	assert_int_equal(st.active, 1);  /* C, handed to the caller's thread */
+	assert_int_equal(held_permits(done_pool), 2); /* C and D: the call holds none */
+	assert_int_equal(bh_pool_shutdown_now(done_pool), 1); /* D */
+	assert_int_equal(atomic_load(&full_d.dones), 1);
+	assert_int_equal(atomic_load(&full_d.status), -ECANCELED);
+	st = pstats(done_pool);
+	assert_int_equal(st.discarded, 1);
+	gate_open(&full_gate);
+	assert_int_equal(bh_pool_shutdown(done_pool, BH_FOREVER), 0);
+	assert_int_equal(atomic_load(&full_result), 0);
+	assert_int_equal(atomic_load(&full_c.runs), 1);
+	st = pstats(done_pool);
+	assert_int_equal(st.submitted, 4);
+	assert_int_equal(st.completed, 2);
+	assert_int_equal(st.caller_ran, 1);
+	assert_int_equal(held_permits(done_pool), 0);
+	bha_flush(ad);
+	assert_int_equal(bh_adaptive_stats(ad, &as), 0);
+	print_message("adaptive ok=%llu dropped=%llu ignored=%llu discarded=%llu\n",
+		      (unsigned long long)as.ok, (unsigned long long)as.dropped,
+		      (unsigned long long)as.ignored, (unsigned long long)as.discarded);
+	assert_int_equal(as.ok + as.discarded, 3); /* A, inner, C */
+	bh_adaptive_detach(ad);
+	assert_int_equal(bh_pool_destroy(done_pool), 0);
+}
+
 /* A worker in its last task's done counts as idle, but a new task goes to a
  * thread that really idles first: b ran on one thread, which idles; a's
  * done blocks on the other; c must not wait for a's done. */
@@ -2734,6 +2877,9 @@ int main(void)
 		cmocka_unit_test(test_task_skips_thread_in_done),
 		cmocka_unit_test(test_task_not_behind_inline_call),
 		cmocka_unit_test(test_calls_from_two_dones),
+		cmocka_unit_test(test_call_from_done_full_discard_oldest),
+		cmocka_unit_test(test_call_from_done_full_caller_runs),
+		cmocka_unit_test(test_call_from_done_adaptive_shutdown_now),
 		cmocka_unit_test(test_call_from_done_after_handoff),
 		cmocka_unit_test(test_call_from_done_with_next_queued),
 		cmocka_unit_test(test_second_call_from_done),

@@ -1866,30 +1866,33 @@ static void test_wake_poll_rearmed_by_track_sqpoll(void **state)
 	bh_destroy(other);
 }
 
-/* A reap between an op's get and its track does not put the poll's SQE
- * behind the op: the op's deadline (a LINK_TIMEOUT right after it) is
- * still accepted, and the poll follows its timeout. */
-static void test_wake_poll_rearm_keeps_deadline_room(void **state)
+/* A reap between an op's get and its track arms the poll at once, behind
+ * the op (a deadline for the op is then refused: the poll's SQE is one
+ * taken after it), so that the caller's next submit carries it whatever the
+ * caller does with the op: here it submits the op before tracking it
+ * (allowed: -EALREADY), and the grant still wakes the owner. */
+static void test_wake_poll_rearmed_before_track(void **state)
 {
 	struct fix *f = fix_new(8, 0, 1, 4, 0);
-	bulkhead_t *other = make_bh(1, 0, 0);
+	bulkhead_t *other = make_bh(2, 0, 0);
 	struct bh_uring_op op = { 0 }, armed = { 0 };
 	struct io_uring_sqe *mine;
+	int q[2];
+	char c;
 
 	(void)state;
+	make_pipe(q);
 	end_wake_poll(f, &op);
 	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
-	mine->flags = 0;
+	io_uring_prep_read(mine, q[0], &c, 1, 0); /* never completes by itself */
 	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
-	assert_int_equal(io_uring_sq_ready(&f->ring), 1);     /* only mine */
-	io_uring_prep_nop(mine);
-	assert_int_equal(bh_uring_track(f->t, &armed, bh_now_ns() + 3600 * BH_SEC), 0);
-	assert_true(mine->flags & IOSQE_IO_LINK);
-	assert_int_equal(io_uring_sq_ready(&f->ring), 3); /* mine, its timeout, the poll */
-	assert_int_equal(tstats(f->t).helpers, 2);
-	io_uring_submit(&f->ring);
+	assert_int_equal(tstats(f->t).helpers, 1);	      /* armed again, behind mine */
+	assert_true(io_uring_submit(&f->ring) >= 2);	      /* mine, early, and the poll */
 	grant_wakes_owner(f, &op);
+	assert_int_equal(bh_uring_track(f->t, &armed, BH_FOREVER), -EALREADY);
+	assert_int_equal(bh_uring_cancel(f->t, &armed), 0);
 	fix_free(f);
+	close_pipe(q);
 	assert_int_equal(in_flight(other), 0);
 	bh_destroy(other);
 }
@@ -2558,7 +2561,7 @@ int main(void)
 		cmocka_unit_test(test_wake_poll_rearm_waits_for_untracked_op),
 		cmocka_unit_test(test_wake_poll_rearmed_by_track),
 		cmocka_unit_test(test_wake_poll_rearmed_by_track_sqpoll),
-		cmocka_unit_test(test_wake_poll_rearm_keeps_deadline_room),
+		cmocka_unit_test(test_wake_poll_rearmed_before_track),
 		cmocka_unit_test(test_wait_between_get_and_track),
 		cmocka_unit_test(test_drain_ignores_stale_user_data),
 		cmocka_unit_test(test_wake_poll_sqe_only_when_queued),

@@ -271,9 +271,9 @@ BH_API int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe,
  * due grant callbacks run. Returns the number of CQEs consumed, or a
  * negative errno from io_uring_get_events. fn must not call it again.
  * If the wake-up poll ended while ops wait, a new one is put in the SQ
- * (also by bh_uring_complete; while an op's SQEs are taken and not yet
- * tracked, by the track or cancel that ends the last such op): submit
- * before waiting for CQEs. */
+ * (also by bh_uring_complete; with the SQ full while an op's SQEs are taken
+ * and not yet tracked, by the track or cancel that ends the last such op):
+ * submit before waiting for CQEs. */
 BH_API int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx);
 
 /* Give up on op, whatever it is doing:

@@ -151,6 +151,7 @@ static int place_locked(struct bh_pool *p, struct bh_task *t, struct bhp_worker 
 static int admit_task(struct bh_pool *p, struct bh_task *t, enum bhp_here *here)
 {
 	struct bhp_worker *wake = NULL;
+	uint32_t excess = 0;
 	int have = permit_fast(p), r;
 
 	if (have < 0)
@@ -163,14 +164,20 @@ static int admit_task(struct bh_pool *p, struct bh_task *t, enum bhp_here *here)
 			p->submitted++;
 		if (r == 0 && *here == HERE_CALLER)
 			p->caller_ran++;
-		if (r != 0 || *here == HERE_CALLER)
+		if (r != 0 || *here == HERE_CALLER) {
 			cache_put_locked(p);
+			if (BHI_UNLIKELY(bhk_attached(p->adm)))
+				bhp_cache_fit_locked(p);
+			excess = cache_trim_locked(p);
+		}
 		if (r < 0 && r != -ESHUTDOWN)
 			p->no_thread++; /* counted with the rejections */
 	} else if (p->closing) {
 		r = -ESHUTDOWN;
 	}
 	pool_unlock(p);
+	if (excess)
+		bh_release(p->adm, excess);
 	if (wake)
 		bhi_sync_wake(p->ops->sync, &wake->park, false);
 	return r;
@@ -350,11 +357,18 @@ static int give_up_early(struct bh_pool *p, struct bh_task *t)
 }
 
 /* A waiting caller is told directly: under ABORT and DISCARD a call fails
- * with -EBUSY rather than being dropped behind its back. */
+ * with -EBUSY rather than being dropped behind its back. A call from a
+ * pool thread's done is not queued by DISCARD_OLDEST either: behind that
+ * very thread, it would wait for itself; it runs on its caller. */
 static int call_full(struct bh_pool *p, struct bh_task *t, uint64_t deadline)
 {
+	struct bhp_worker *self = bhp_own_worker(p);
 	int r;
 
+	/* relaxed: the calling thread's own flag (finish_and_next) */
+	if (p->policy == BH_POOL_DISCARD_OLDEST && self &&
+	    atomic_load_explicit(&self->reporting, memory_order_relaxed))
+		return run_here(p, t);
 	switch (p->policy) {
 	case BH_POOL_CALLER_RUNS:
 		return run_here(p, t);

@@ -169,12 +169,13 @@ static inline bool rearm_owed(const bh_uring_t *t)
 	return !t->wake_armed && t->waitq.count && !t->closing;
 }
 
-/* Arm an owed poll, unless its SQE would land behind an op taken and not
- * yet tracked: then the track (or cancel) of the last such op arms it.
- * SQ full: the next reap, complete or track retries. */
+/* Arm an owed poll, at once: the caller's next submit must carry it,
+ * whatever the caller does with an op taken and not yet tracked (a poll
+ * left for that op's track would be lost if the caller submitted the op
+ * first). SQ full: the next reap, complete, track or cancel retries. */
 static inline void rearm_wake(bh_uring_t *t)
 {
-	if (rearm_owed(t) && !bhu_armed_pending(t))
+	if (rearm_owed(t))
 		bhu_arm_wake(t);
 }
 

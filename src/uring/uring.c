@@ -760,20 +760,19 @@ void bhu_withdraw_armed(bh_uring_t *t)
 }
 
 /* After a reap, complete, track or cancel, while ops wait and the wake-up
- * poll ended: arm it. When the caller's own SQEs fill the SQ, the submit
- * that follows would go without the poll and a grant would wake nobody, so
- * the owner's prepared SQEs go first (this is the owner thread: a
- * SINGLE_ISSUER ring allows it) and the poll is armed behind them. Not
- * while an op of ours is taken and not yet tracked: its SQEs may not be
- * prepared yet (nothing may submit them), and the poll's SQE must not land
- * behind them (the op's deadline needs its LINK_TIMEOUT right after it, and
- * a link flag the caller set on it would be cleared). Then the track or
- * cancel that ends the last such op arms it. */
+ * poll ended: arm it (rearm_wake). When the caller's own SQEs fill the SQ,
+ * the submit that follows would go without the poll and a grant would wake
+ * nobody, so the owner's prepared SQEs go first (this is the owner thread:
+ * a SINGLE_ISSUER ring allows it) and the poll is armed behind them. Not
+ * while an op of ours is taken and not yet tracked, whose SQEs may not be
+ * prepared yet: then the track or cancel that ends the last such op tries
+ * again. */
 static BHI_COLD void rearm_wake_now(bh_uring_t *t)
 {
-	if (!rearm_owed(t) || bhu_armed_pending(t))
+	if (!rearm_owed(t))
 		return;
-	if (bhu_arm_wake(t) == -EAGAIN && io_uring_submit(t->ring) > 0) {
+	if (bhu_arm_wake(t) == -EAGAIN && !bhu_armed_pending(t) &&
+	    io_uring_submit(t->ring) > 0) {
 		/* An SQPOLL ring's SQ thread frees the room when it takes
 		 * the SQEs: wait for it (microseconds), as drain does. */
 		if (t->ring->flags & IORING_SETUP_SQPOLL)
