@@ -176,7 +176,8 @@ struct bh_pool_stats {
 	                             * nobody waits for */
 	uint64_t discarded;         /* dropped unrun: DISCARD(_OLDEST), bh_pool_shutdown_now */
 	uint64_t caller_ran;        /* run on the submitting thread (CALLER_RUNS; a
-	                             * call from done whose thread had a task) */
+	                             * call from done whose thread had a task, or
+	                             * that found the pool full: bh_pool_call(3)) */
 	uint64_t rejected;          /* submissions the full pool refused (-EBUSY) or
 	                             * gave to its policy (CALLER_RAN, DISCARDED, a
 	                             * DISCARD_OLDEST swap), and those that could not
