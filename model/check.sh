@@ -96,6 +96,7 @@ shm-reach-dead_grant  fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_dead_grant
 shm-reach-reclaim     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_reclaim
 shm-reach-gave_up     fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_gave_up
 shm-reach-below_zero  fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_below_zero
+shm-reach-grant_replayed fail safety -DNPROC=3 -DLIMIT=1 -DREACH=W_grant_replayed
 shm-mutant-trust-open-ledger     fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_trust_open_ledger
 shm-mutant-census-before-freeze  fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_census_before_freeze
 shm-mutant-no-wait-windows       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_no_wait_windows
@@ -111,6 +112,9 @@ shm-mutant-open-ignores-out      fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_open_i
 shm-mutant-no-replay             fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DMUTANT_no_replay
 shm-mutant-replay-ignores-epoch  fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DMUTANT_replay_ignores_epoch
 shm-mutant-free-before-commit    fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DMUTANT_free_before_commit
+shm-mutant-no-grant-replay       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_no_grant_replay
+shm-mutant-grant-replay-ignores-state fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_grant_replay_ignores_state
+shm-mutant-grant-replay-ignores-bit   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_grant_replay_ignores_bit
 EOF
 }
 

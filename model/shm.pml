@@ -35,9 +35,14 @@
  * The killer may kill KILLS workers (default 1); with 2, a recoverer can
  * die in the middle of recovering the first.
  *
+ * A handoff keeps a grant log: its node, written before the CAS that takes
+ * the permit and flips the word's grant bit; a taker finishes a logged
+ * grant whose CAS happened before it rebuilds, so the permit is the
+ * waiter's and not counted as the dead granter's.
+ *
  * Ghosts (never read by the protocol): taken[i] is what process i has
- * really taken off the word (a CAS it made, a grant made to it, a permit a
- * granter holds between taking it off the word and marking the node);
+ * really taken off the word (a CAS it made, a grant made to it from the
+ * granter's CAS on);
  * using[i] what its caller was told it holds; gone[i] that a recovery has
  * accounted for dead process i (its permits are back on the word);
  * given_back the sum of what the dead had taken when they went.
@@ -78,6 +83,7 @@
 #define W_gave_up      5 /* a rebuild gave up on an open living window */
 #define W_below_zero   6 /* a slow give of a fast take: the ledger below zero */
 #define W_recoverer_died 7 /* a recoverer died with its log open */
+#define W_grant_replayed 8 /* a dead granter's handoff finished by the taker */
 #ifdef REACH
 #define reached(w) assert(REACH != w)
 #else
@@ -107,6 +113,10 @@ byte deaths;
 bool log_open;
 bool log_epoch;
 byte log_reclaimed, log_deaths, log_avail, log_nq, log_pid;
+/* the grant bit of the word, and the grant log: the node, NONE for none */
+bool gbit;
+byte glog_h = NONE;
+bool glog_pre;
 /* the lock: 0 free, else owner + 1 */
 byte lock;
 /* per process */
@@ -157,6 +167,9 @@ inline take_lock(me)
 	:: atomic { lock == 0 -> lock = me + 1 }
 	:: atomic { lock != 0 && dead[lock - 1] -> lock = me + 1 };
 		reached(W_takeover);
+#ifndef MUTANT_no_grant_replay
+		grant_replay();
+#endif
 #ifndef MUTANT_no_replay
 		replay();
 #endif
@@ -189,10 +202,12 @@ inline find_head(h)
 	od
 }
 
-/* bhs_dispatch_locked: hand permits to the head while they last. Taking the
- * permit off the word and marking the node are two steps: a granter that
- * dies between them holds the permit (as taken[me]) with the lock, and the
- * lock's next taker rebuilds. */
+/* bhs_dispatch_locked: hand permits to the head while they last. A
+ * handoff writes its node in the grant log, takes the permit off the word
+ * in a CAS that flips the grant bit (the permit is the waiter's from
+ * then), marks the node and closes the log: four steps. A granter that
+ * dies between them leaves the lock to a taker that finishes a logged
+ * grant whose CAS happened (grant_replay) and then rebuilds. */
 inline dispatch(me)
 {
 	do
@@ -200,21 +215,44 @@ inline dispatch(me)
 		find_head(h);
 		if
 		:: h == NPROC || avail == 0 -> rb = true
-		:: else -> avail--; taken[me]++; rb = false
+		:: else -> glog_h = h; glog_pre = gbit; rb = false
 		fi
 	   };
 		if
 		:: rb -> break
 		:: else
 		fi;
+		atomic { avail--; nq--; gbit = !gbit; taken[h]++ };
 		atomic {
-			nstate[h] = NS_GRANTED; nq--; taken[me]--; taken[h]++;
+			nstate[h] = NS_GRANTED;
 			if
 			:: dead[h] -> reached(W_dead_grant)
 			:: else
 			fi
-		}
+		};
+		glog_h = NONE
 	od
+}
+
+/* bhs_grant_replay_locked: a logged handoff whose CAS happened (the grant
+ * bit is no longer what the log says) and whose node is still queued is
+ * finished; the log is closed either way. */
+inline grant_replay()
+{
+	atomic {
+		if
+#if defined(MUTANT_grant_replay_ignores_state)
+		:: glog_h != NONE && gbit != glog_pre ->
+#elif defined(MUTANT_grant_replay_ignores_bit)
+		:: glog_h != NONE && nstate[glog_h] == NS_WAITING ->
+#else
+		:: glog_h != NONE && gbit != glog_pre && nstate[glog_h] == NS_WAITING ->
+#endif
+			nstate[glog_h] = NS_GRANTED; reached(W_grant_replayed)
+		:: else
+		fi;
+		glog_h = NONE
+	}
 }
 
 /* ---- recovery -------------------------------------------------------------------- */
@@ -492,20 +530,25 @@ proctype worker(byte me)
 			:: else ->
 				/* slow path, under the lock */
 				take_lock(me);
-				/* bhs_admit_locked: one CAS takes or queues */
+				/* bhs_admit_locked: one CAS takes or queues; the
+				 * node is marked and linked after the window
+				 * closed (a death between leaves the queued count
+				 * one above the nodes, for the takeover's rebuild) */
 				pend_l[me] = true;
 				atomic {
 					if
 					:: nq == 0 && avail > 0 -> avail--; taken[me]++; ok = true
-					:: else ->
-						nstate[me] = NS_WAITING; ticket[me] = next_ticket;
-						next_ticket++; nq++; ok = false
+					:: else -> nq++; ok = false
 					fi
 				};
 				atomic { if :: ok -> ledger[me]++ :: else fi; pend_l[me] = false };
 				if
 				:: ok -> drop_lock(me)
 				:: else ->
+					atomic {
+						nstate[me] = NS_WAITING; ticket[me] = next_ticket;
+						next_ticket++
+					};
 					drop_lock(me);
 					/* wait for the grant, polling for the dead */
 					do

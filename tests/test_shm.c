@@ -268,7 +268,7 @@ static void expect_refused(const char *name, int err)
 
 /* A segment's image under its own name, with its mutable part damaged in
  * ways no crash leaves: refused with -EBADMSG. A recovery log left open
- * (its recoverer died) is no damage. */
+ * (its recoverer died), or a grant log (its granter died), is no damage. */
 static void test_damaged_state_refused(void **state)
 {
 	const char *name = uniq("state");
@@ -284,10 +284,15 @@ static void test_damaged_state_refused(void **state)
 	shm_done(bh, name);
 	w = atomic_load(&g->word);
 
-	atomic_store(&g->word, w | (1ull << 58)); /* an unused bit */
+	atomic_store(&g->word, w | (1ull << 59)); /* an unused bit */
 	write_file(name, img, len);
 	expect_refused(name, -EBADMSG);
 	atomic_store(&g->word, w);
+
+	atomic_store(&g->glog, g->hdr.nslots + g->hdr.nextra + 1u); /* no such node */
+	write_file(name, img, len);
+	expect_refused(name, -EBADMSG);
+	atomic_store(&g->glog, 0);
 
 	atomic_store(&g->rlog.open, 5); /* not a log state */
 	write_file(name, img, len);
@@ -302,6 +307,7 @@ static void test_damaged_state_refused(void **state)
 	expect_refused(name, -EBADMSG);
 
 	atomic_store(&g->rlog.thaw, w); /* a rebuild's log, left open */
+	atomic_store(&g->glog, GLOG_PRE | 1u); /* and a grant log */
 	write_file(name, img, len);
 	assert_int_equal(bh_shm_open(name, NULL, 0, &bh), 0);
 	assert_int_equal(bh_try_acquire(bh, 3), 0);

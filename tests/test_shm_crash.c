@@ -5,6 +5,7 @@
  * what it held is back, its waiters are gone, a grant made to it has passed
  * on, a lock it held is taken over -- and that every permit can be taken
  * once and not one more (none lost, none created). */
+#include <poll.h>
 #include <pthread.h>
 
 #include "shmutil.h"
@@ -286,20 +287,6 @@ static void test_killed_while_claiming(void **state)
 	shm_done(bh, name);
 }
 
-/* A granter dies half-way through a grant, holding the lock: the permits
- * are off the word, the waiter not told. No double grant, nothing lost. */
-static int act_hold_then_release(bulkhead_t *bh, struct victim *v, int out, int in)
-{
-	(void)out;
-	if (bh_try_acquire(bh, v->n) != 0)
-		return 1;
-	bhs_crash_at(BP_NONE, 0, out); /* disarm until told */
-	say(out, 1);
-	hear(in);
-	bhs_crash_at(v->point, 1, out);
-	return bh_release(bh, v->n);
-}
-
 static int victim_armed_later(void *arg, int out, int in)
 {
 	struct victim *v = arg;
@@ -311,14 +298,80 @@ static int victim_armed_later(void *arg, int out, int in)
 	return 7;
 }
 
-static void test_granter_killed_mid_grant(void **state)
+/* The granter holds n + 1 and gives back one, which is granted to the
+ * waiter; it dies at the point with n of its own. */
+static int act_give_one(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	if (bh_try_acquire(bh, v->n + 1) != 0)
+		return 1;
+	bhs_crash_at(BP_NONE, 0, out); /* disarm until told */
+	say(out, 1);
+	hear(in);
+	bhs_crash_at(v->point, 1, out);
+	return bh_release(bh, 1);
+}
+
+/* A granter dies holding the lock in the middle of a handoff: before its
+ * CAS (nothing granted yet) or after it (the permit off the word, the
+ * waiter not told). The waiter is granted exactly once, and reclaimed
+ * counts what the granter held, not the permit it was handing over. */
+static void granter_killed(int at)
 {
 	const char *name = uniq("granter");
-	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
-	struct victim v = { name, BP_LOCKED, 1, act_hold_then_release, 1 };
+	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
+	struct victim v = { name, at, 1, act_give_one, 1 };
 	struct child granter = spawn(victim_armed_later, &v), waiter;
 	char point;
 	uint64_t t0;
+
+	assert_int_equal(hear(granter.rd), 1);
+	waiter = spawn(blocking_child, (void *)name);
+	assert_int_equal(hear(waiter.rd), 1);
+	await_queued(bh, 1);
+	say(granter.wr, 0);
+	assert_int_equal(read(granter.rd, &point, 1), 1);
+	assert_int_equal(point, at);
+	kill_reap(&granter);
+	t0 = bh_now_ns();
+	assert_int_equal(hear(waiter.rd), 0); /* found by the waiter's own polls */
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	assert_int_equal(stats_of(bh).reclaimed, 1);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* not granted twice */
+	assert_int_equal(bh_release(bh, 1), 0);
+	say(waiter.wr, 0);
+	assert_int_equal(reap(&waiter), 0);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+static void test_granter_killed_mid_grant(void **state)
+{
+	(void)state;
+	granter_killed(BP_LOCKED);
+}
+
+static void test_granter_killed_before_grant(void **state)
+{
+	(void)state;
+	granter_killed(BP_GRANTING);
+}
+
+/* A granter dies after its handoff is made and told, its grant log still
+ * open, and the waiter claims the grant before anyone takes the lock over
+ * (its polls find a scan just made and do not look: we keep making it).
+ * The takeover then finds a logged grant whose CAS happened and a node no
+ * longer queued: nothing to finish, nothing granted twice. */
+static void test_granter_killed_after_grant(void **state)
+{
+	const char *name = uniq("granted");
+	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct victim v = { name, BP_HANDED, 1, act_give_one, 1 };
+	struct child granter = spawn(victim_armed_later, &v), waiter;
+	struct pollfd told;
+	char point;
 
 	(void)state;
 	assert_int_equal(hear(granter.rd), 1);
@@ -327,16 +380,24 @@ static void test_granter_killed_mid_grant(void **state)
 	await_queued(bh, 1);
 	say(granter.wr, 0);
 	assert_int_equal(read(granter.rd, &point, 1), 1);
-	assert_int_equal(point, BP_LOCKED);
+	assert_int_equal(point, BP_HANDED);
 	kill_reap(&granter);
-	t0 = bh_now_ns();
-	assert_int_equal(hear(waiter.rd), 0); /* found by the waiter's own polls */
-	assert_true(bh_now_ns() - t0 < BH_SEC);
+	told = (struct pollfd){ .fd = waiter.rd, .events = POLLIN };
+	do
+		atomic_store(&g->scan_ns, bh_now_ns());
+	while (poll(&told, 1, 1) == 0);
+	assert_int_equal(hear(waiter.rd), 0); /* it claimed, the lock still the dead's */
+	assert_int_not_equal(atomic_load(&g->lock), 0);
+	bhs_scan_now(bh); /* takes the lock over */
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(stats_of(bh).reclaimed, 1);
 	assert_int_equal(stats_of(bh).in_flight, 1);
-	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* not granted twice */
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 1), 0);
 	say(waiter.wr, 0);
 	assert_int_equal(reap(&waiter), 0);
-	all_permits_back(bh, 1);
+	all_permits_back(bh, 2);
 	shm_done(bh, name);
 }
 
@@ -1431,6 +1492,8 @@ int main(void)
 		cmocka_unit_test(test_killed_right_after_handoff),
 		cmocka_unit_test(test_killed_while_claiming),
 		cmocka_unit_test(test_granter_killed_mid_grant),
+		cmocka_unit_test(test_granter_killed_before_grant),
+		cmocka_unit_test(test_granter_killed_after_grant),
 		cmocka_unit_test(test_killed_holding_lock),
 		cmocka_unit_test(test_swallowed_lock_wakeup),
 		cmocka_unit_test(test_killed_mid_transfer),

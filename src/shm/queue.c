@@ -232,6 +232,56 @@ static void prewake_head(struct bhs_att *a)
 		bhs_wake_later(a, &q->state, false);
 }
 
+/* ---- the grant log ------------------------------------------------------------------
+ *
+ * A handoff takes the permits off the word in one CAS, then unlinks the
+ * node and marks it GRANTED. A granter that dies between the two leaves
+ * permits that are off the word and in no node; the rebuild after its
+ * takeover would find the node still queued, serve it afresh (the word it
+ * computes is right) and count the permits of the first grant as what the
+ * dead granter held: reclaimed would grow by permits it never held. So a
+ * handoff writes its node down before its CAS, and the CAS flips S_GRANT;
+ * the lock's next taker finishes a logged grant whose CAS happened before
+ * it rebuilds (bhs_grant_replay_locked), and the permits are the waiter's.
+ * Only a lock holder flips S_GRANT, so its value before the CAS is the one
+ * the CAS sees, however often the CAS retries.
+ */
+static void grant_log(struct bhs_att *a, uint32_t qi, uint64_t w)
+{
+	/* relaxed: the handoff's CAS (a release) comes after it; a replay that
+	 * acquires the word that CAS wrote sees the log */
+	atomic_store_explicit(&a->seg->glog, (qi + 1u) | ((w & S_GRANT) ? GLOG_PRE : 0),
+			      memory_order_relaxed);
+}
+
+static void grant_log_close(struct bhs_att *a)
+{
+	/* relaxed: read only by a later holder of the lock, which orders it */
+	atomic_store_explicit(&a->seg->glog, 0, memory_order_relaxed);
+}
+
+/* The lock was taken (over): a handoff whose granter died after its CAS is
+ * finished, one that died before it is forgotten. The node is still queued
+ * if the grant was not finished: only a lock holder links, unlinks or
+ * grants, and only the owner's claim moves a GRANTED node on. Doing it
+ * again changes nothing. */
+void bhs_grant_replay_locked(struct bhs_att *a)
+{
+	/* acquire: pairs with the handoff's CAS, so a flipped S_GRANT comes
+	 * with the log written before it */
+	uint64_t w = atomic_load_explicit(&a->seg->word, memory_order_acquire);
+	uint32_t log = atomic_load_explicit(&a->seg->glog, memory_order_relaxed);
+	uint32_t qi = (log & ~GLOG_PRE) - 1u;
+	bool pre = (log & GLOG_PRE) != 0;
+
+	if (qi < nqnodes(a) && ((w & S_GRANT) != 0) != pre &&
+	    queued_state(atomic_load_explicit(&qnode_at(a, qi)->state, memory_order_relaxed))) {
+		bhs_q_remove_locked(a, qi); /* it may have been unlinked already */
+		finish(a, qi, QS_GRANTED);
+	}
+	grant_log_close(a);
+}
+
 /* Serve from the head while permits suffice (strict head of line): fair
  * mode, a starving head and async nodes get the permits handed over; an
  * unfair head is woken to compete for them. */
@@ -245,24 +295,32 @@ static void serve(struct bhs_att *a)
 		uint64_t w = load_sword(a), nw;
 		bool handoff;
 
+		grant_log(a, h, w);
+		BHS_POINT(BP_GRANTING);
 		do {
 			if (w_avail(w) < (int64_t)n || !s_nq(w))
-				return;
+				goto out;
 			handoff = must_handoff(a, w, q);
 			if (!handoff && (w & W_WOKEN))
-				return; /* the head is already on its way */
-			nw = handoff ? (w_take(w, n) - W_NQ_ONE) & ~(W_WOKEN | W_STARVING)
+				goto out; /* the head is already on its way */
+			nw = handoff ? ((w_take(w, n) - W_NQ_ONE) & ~(W_WOKEN | W_STARVING)) ^ S_GRANT
 				     : w | W_WOKEN;
 		} while (!cas_sword(a, &w, nw));
 		if (!handoff) {
+			grant_log_close(a);
 			bhs_notify_locked(a, h, QS_WOKEN);
 			return;
 		}
 		BHS_POINT(BP_LOCKED);
 		bhs_q_remove_locked(a, h);
 		finish(a, h, QS_GRANTED);
+		BHS_POINT(BP_HANDED);
+		grant_log_close(a);
 		note_grant(a);
 	}
+	return;
+out:
+	grant_log_close(a);
 }
 
 void bhs_dispatch_locked(struct bhs_att *a)

@@ -42,11 +42,6 @@
 #define PATIENCE_NS (50 * BH_MSEC)   /* a window that stays open longer makes a
 				      * rebuild that can wait give up for now */
 
-static bool queued_state(uint32_t st)
-{
-	return st == QS_WAITING || st == QS_SLEEPING || st == QS_WOKEN;
-}
-
 static uint32_t owner_of(const struct bhs_att *a, _Atomic uint32_t *owner)
 {
 	uint32_t o = atomic_load_explicit(owner, memory_order_relaxed) - 1u;
@@ -580,7 +575,8 @@ static bool rebuild(struct bhs_att *a, bool must)
 	census_nodes(a, &c);
 	before = w_held(w);
 	nw = w_make((int64_t)w_limit(w) - (int64_t)c.held, w_limit(w), 0) |
-	     ((uint64_t)c.nq << W_NQ_SHIFT) | (w & W_CLOSED) | ((w & S_EPOCH) ^ S_EPOCH);
+	     ((uint64_t)c.nq << W_NQ_SHIFT) | (w & (W_CLOSED | S_GRANT)) |
+	     ((w & S_EPOCH) ^ S_EPOCH);
 	log_open(a, NONE, before > (int64_t)c.held ? (uint64_t)before - c.held : 0,
 		 count_dead(a, &c), w, nw);
 	clear_dead(a, &c);
@@ -611,7 +607,11 @@ static bool rebuild(struct bhs_att *a, bool must)
  * unchanged and the next scan tries again. */
 bool bhs_rebuild_locked(struct bhs_att *a, bool must)
 {
-	replay(a); /* a log is open only when its recoverer died */
+	/* A log is found open only when its writer died holding the lock,
+	 * and no handoff runs while a recovery log is open: at most one of
+	 * the two is. */
+	bhs_grant_replay_locked(a);
+	replay(a);
 	return rebuild(a, must);
 }
 

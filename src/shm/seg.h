@@ -22,6 +22,8 @@
  *   bits 41..56  queued          waiters, host-wide (at most BHS_QUEUE_MAX)
  *   bit  57      S_EPOCH         flips at the commit of every logged
  *                                recovery (reclaim.c: the recovery log)
+ *   bit  58      S_GRANT         flips in the CAS of every handoff to a
+ *                                queued waiter (queue.c: the grant log)
  *   bit  60      S_FROZEN        a recovery is rebuilding the word: every
  *                                fast-path CAS fails and goes slow
  *   bit  61      W_STARVING      as in the core
@@ -30,6 +32,8 @@
  */
 #define S_NQ_MASK (0xffffull << W_NQ_SHIFT)
 #define S_EPOCH (1ull << 57)
+#define S_GRANT (1ull << 58)
+#define GLOG_PRE (1u << 31) /* in the grant log: S_GRANT before the CAS */
 #define S_FROZEN (1ull << 60)
 #define BHS_QUEUE_MAX 0xffffu
 /* The core's W_TAKE1_BLOCK, and frozen. */
@@ -72,7 +76,7 @@ static inline uint32_t s_nq(uint64_t w)
 #define BHS_LOCK_BASE ((off_t)1 << 40) /* byte BASE + i: process i's liveness lock */
 
 #define BHS_MAGIC 0x314d48536b6c7562ull /* "bulkSHM1", little-endian */
-#define BHS_LAYOUT 4u
+#define BHS_LAYOUT 5u
 
 /* Offsets in the segment are cache-line aligned. */
 static inline size_t bhs_align_up(size_t v)
@@ -141,6 +145,11 @@ enum {
 	QS_DELIVERING, /* async: the owner process is running the callback */
 };
 
+static inline bool queued_state(uint32_t st)
+{
+	return st == QS_WAITING || st == QS_SLEEPING || st == QS_WOKEN;
+}
+
 enum { QK_NONE, QK_SYNC, QK_ASYNC };
 
 struct bhs_qnode {
@@ -173,6 +182,9 @@ struct bhs_seg {
 	/* The process whose adaptive controller moves the limit (role.c): 0,
 	 * or its lock value (slot + 1, generation), which a death voids. */
 	_Atomic uint32_t role;
+	/* The grant log (queue.c): 0, or the node of the handoff under way
+	 * + 1 with GLOG_PRE set if S_GRANT was set before the handoff's CAS. */
+	_Atomic uint32_t glog;
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t scan_ns; /* last liveness scan */
 	_Atomic uint64_t timed_out, cancelled, over_released, reclaimed, deaths;
 	_Atomic uint64_t rebuilds, rebuild_waits; /* waits: gave up, a window stayed open */
@@ -454,6 +466,8 @@ enum bhs_point {
 	BP_REPLAYED,  /* a replay counted, not yet thawed or closed */
 	BP_LIMITED,   /* a set_limit moved the limit, waiters above it not yet failed */
 	BP_CLOSING,   /* a close set W_CLOSED, its waiters not yet failed */
+	BP_GRANTING,  /* a handoff is logged, its CAS not yet made, the lock held */
+	BP_HANDED,    /* a handoff is made and told, its log still open */
 	BP_NPOINTS,
 };
 
@@ -510,6 +524,7 @@ int bhs_admit_locked(struct bhs_att *a, struct bhs_slot *s, uint32_t qi, uint32_
 		     uint32_t kind);
 void bhs_record_wait(struct bhs_att *a, uint64_t enqueued_ns, int result);
 void bhs_note_release_locked(struct bhs_att *a);
+void bhs_grant_replay_locked(struct bhs_att *a);
 
 /* async.c */
 void bhs_agent_start(struct bhs_att *a);

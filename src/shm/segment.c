@@ -150,6 +150,14 @@ static bool rlog_valid(const struct bhs_seg *g)
 	return pidx < g->hdr.nprocs;
 }
 
+/* The grant log (queue.c): closed, or a queue node's index + 1. */
+static bool glog_valid(const struct bhs_seg *g)
+{
+	uint32_t log = atomic_load_explicit(&((struct bhs_seg *)g)->glog, memory_order_relaxed);
+
+	return log == 0 || (log & ~GLOG_PRE) - 1u < g->hdr.nslots + g->hdr.nextra;
+}
+
 /* The mutable part a crash could never leave this way: refuse it. */
 int bhs_check_state(const struct bhs_seg *g)
 {
@@ -157,11 +165,11 @@ int bhs_check_state(const struct bhs_seg *g)
 	uint32_t lock = atomic_load_explicit(&((struct bhs_seg *)g)->lock, memory_order_relaxed);
 
 	if (!word_sane(w) ||
-	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (3ull << 58)))
+	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (1ull << 59)))
 		return -EBADMSG;
 	if (lock && ((lock & 0xffffu) == 0 || (lock & 0xffffu) > g->hdr.nprocs))
 		return -EBADMSG;
-	if (!rlog_valid(g))
+	if (!rlog_valid(g) || !glog_valid(g))
 		return -EBADMSG;
 	return 0;
 }
