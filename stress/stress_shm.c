@@ -27,15 +27,28 @@
  *    for a worker holding the internal lock with a recovery log open and
  *    kills it there, in the middle of recovering the first; both deaths
  *    are then counted, and reclaimed moves by what the two held;
+ *  - the library's ledgers agree with the records: between kills the killer
+ *    stops a worker where its records agree and holds what the library
+ *    says it holds (its ledgers and the grants made to it) against them;
+ *    now and then it stops every worker and, when nothing is under way in
+ *    the library, checks that the word's in-flight count is exactly what
+ *    the living hold by their ledgers (a permit lost or made up in the
+ *    word shows here, long before a recovery would count it);
  *  - no waiter stranded: a timed wait returns between its deadline and the
  *    deadline plus a slack, and at the end every worker returns;
  *  - every permit back at quiesce: nothing in flight or queued, every
  *    permit takeable once and not one more, one process attached, and the
  *    global counter back at zero.
  *
+ * A failure prints the killed worker's last calls per thread. One run in
+ * four makes transfers between a process's threads use the fallback for
+ * kernels without membarrier(2).
+ *
  * Prints kills survived, kills whose victim was inside a call, recoverers
- * killed while recovering, rebuilds, and the slowest detection. BH_STRESS_SECONDS, BH_STRESS_SEED as for the
- * other programs; BH_STRESS_PROCS, BH_STRESS_THREADS override the shape.
+ * killed while recovering, the stops that checked ledgers (probes, audits),
+ * rebuilds, and the slowest detection. BH_STRESS_SECONDS, BH_STRESS_SEED as
+ * for the other programs; BH_STRESS_PROCS, BH_STRESS_THREADS override the
+ * shape, BH_STRESS_FENCED=1 or 0 the transfers.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -93,6 +106,8 @@ struct rec {
 	_Atomic uint32_t phase;  /* PH_*: what the call in progress is */
 	_Atomic int64_t contrib; /* its share of the global counter */
 	_Atomic uint64_t ops;
+	_Atomic uint32_t hist[16]; /* the last calls, for a failure report */
+	_Atomic uint32_t hpos;
 };
 
 struct wproc {
@@ -178,6 +193,16 @@ struct wthread {
 	int async_result, async_done;
 };
 
+/* One call in the thread's history: what, n, the result. */
+enum { H_TRY = 1, H_TIMED, H_FOREVER, H_ASYNC, H_ASYNC_CB, H_CANCEL, H_REL };
+
+static void note(struct rec *r, uint32_t what, uint32_t n, int res)
+{
+	uint32_t i = atomic_fetch_add(&r->hpos, 1) % 16;
+
+	atomic_store(&r->hist[i], what << 24 | (n & 0xff) << 16 | ((uint32_t)res & 0xffff));
+}
+
 /* The share of the global counter: PH_ADD/PH_SUB mark the instants when
  * the record and the counter disagree, for the killer to avoid. */
 static void count_in(struct rec *r, uint32_t n)
@@ -210,6 +235,7 @@ static void do_release(struct wthread *t, uint32_t n)
 	atomic_store(&t->r->phase, PH_REL);
 	count_out(t->r, n);
 	r = bh_release(t->w->bh, n);
+	note(t->r, H_REL, n, r);
 	if (r != 0)
 		fail("release of %u held permits returned %d", n, r);
 	atomic_store(&t->r->phase, PH_IDLE);
@@ -282,6 +308,7 @@ static void async_cb(struct bh_async *node, int result)
 	struct wthread *t = node->data;
 	struct rec *agent = &t->w->wp->r[nthreads];
 
+	note(agent, H_ASYNC_CB, node->link.n, result);
 	if (result == 0) {
 		atomic_store(&agent->pend, node->link.n);
 		count_in(agent, node->link.n); /* the agent's record, its thread */
@@ -305,6 +332,7 @@ static void op_async(struct wthread *t, uint32_t n)
 	atomic_store(&t->r->pend, n);
 	atomic_store(&t->r->phase, PH_ACQ);
 	r = bh_acquire_async(t->w->bh, &node, n, async_cb, t);
+	note(t->r, H_ASYNC, n, r);
 	if (r == 0) {
 		atomic_fetch_add(&ext->async_ok, 1);
 		acquired(t, n);
@@ -327,7 +355,7 @@ static void op_async(struct wthread *t, uint32_t n)
 		;
 	done = t->async_done;
 	pthread_mutex_unlock(&t->mu);
-	if (!done && bh_cancel_async(t->w->bh, &node) == 1) {
+	if (!done && (r = bh_cancel_async(t->w->bh, &node), note(t->r, H_CANCEL, n, r), r == 1)) {
 		atomic_fetch_add(&ext->async_cancel, 1);
 		goto done;
 	}
@@ -355,14 +383,15 @@ static void op_blocking(struct wthread *t, uint32_t n, bool forever)
 	uint64_t t0 = bh_now_ns();
 	uint64_t deadline = forever ? BH_FOREVER : t0 + below(&t->rng, 8) * BH_MSEC;
 	uint64_t end;
+	uint32_t what;
 	int r;
 
 	atomic_store(&t->r->pend, n);
 	atomic_store(&t->r->phase, PH_ACQ);
-	r = forever ? bh_acquire(t->w->bh, n, deadline)
-		    : below(&t->rng, 3) ? bh_acquire(t->w->bh, n, deadline)
-					: bh_try_acquire(t->w->bh, n);
+	what = forever ? H_FOREVER : below(&t->rng, 3) ? H_TIMED : H_TRY;
+	r = what == H_TRY ? bh_try_acquire(t->w->bh, n) : bh_acquire(t->w->bh, n, deadline);
 	end = bh_now_ns();
+	note(t->r, what, n, r);
 	if (r == 0) {
 		atomic_fetch_add(forever ? &ext->forever_ok : &ext->timed_ok, 1);
 		acquired(t, n);
@@ -516,7 +545,7 @@ static bool stop_victim(pid_t pid, struct wproc *wp, struct snapshot *s)
 static void dump(bulkhead_t *bh);
 
 struct tally {
-	uint64_t kills, inside, natural, detect_max_ns, recoverers;
+	uint64_t kills, inside, natural, detect_max_ns, recoverers, probes, audits;
 	int64_t reclaimed;
 };
 
@@ -539,6 +568,99 @@ static pid_t recovering_pid(struct bhs_att *a, struct bhs_seg *g)
 	return atomic_load(&a->procs[owner].pid);
 }
 
+static void dump_hist(uint32_t slot);
+
+/* While the victim is stopped with its records consistent, the library's
+ * account of what it holds (its ledgers and the grants made to it) must
+ * agree with them: exactly what they say it holds, plus at most what its
+ * threads are asking for or giving back in calls under way. Skipped while
+ * a window of its ledgers is open (the account is not settled then). */
+static void check_ledgers(struct bhs_att *a, struct kill *k)
+{
+	for (uint32_t i = 0; i < a->nprocs; i++) {
+		bool open;
+		uint64_t h;
+
+		if (atomic_load(&a->procs[i].state) != PS_LIVE ||
+		    atomic_load(&a->procs[i].pid) != k->pid)
+			continue;
+		h = bhs_proc_holdings(a, i, &open);
+		if (!open && ((int64_t)h < k->s.held || (int64_t)h > k->s.held + k->s.pend)) {
+			fail("worker %d holds %" PRIu64 " by the library's ledgers, %" PRId64
+			     " (+%" PRId64 " in a call) by its records",
+			     (int)k->pid, h, k->s.held, k->s.pend);
+			dump_hist(k->slot);
+		}
+		return;
+	}
+}
+
+/* Between kills: stop a worker where its records agree, hold its ledgers
+ * against them, and let it go on. */
+static void probe_one(struct bhs_att *a, uint64_t *rng, struct tally *t)
+{
+	struct kill k = { .slot = below(rng, nprocs) };
+	struct wproc *wp = &ext->p[k.slot];
+
+	if (!atomic_load(&wp->ready))
+		return;
+	k.pid = atomic_load(&wp->pid);
+	if (!stop_victim(k.pid, wp, &k.s)) {
+		fail("could not stop worker %d", (int)k.pid);
+		return;
+	}
+	check_ledgers(a, &k);
+	kill(k.pid, SIGCONT);
+	t->probes++;
+}
+
+/* Stop every worker where its records agree and, when nothing is under
+ * way in the library (no window open, the lock free, the word not
+ * frozen), hold the word against the ledgers: the permits it counts as
+ * held are exactly those the living hold, and each worker's within what
+ * its records allow. */
+static void audit_all(bulkhead_t *bh, struct tally *t)
+{
+	struct bhs_att *a = att_of(bh);
+	struct bhs_seg *g = a->seg;
+	struct kill k[MAX_PROCS];
+	uint32_t stopped = 0;
+	uint64_t sum = 0, w;
+	bool open = false;
+
+	for (uint32_t i = 0; i < nprocs; i++)
+		if (!atomic_load(&ext->p[i].ready))
+			return;
+	for (; stopped < nprocs; stopped++) {
+		k[stopped] = (struct kill){ .slot = stopped, .pid = atomic_load(&ext->p[stopped].pid) };
+		if (!stop_victim(k[stopped].pid, &ext->p[stopped], &k[stopped].s))
+			break;
+	}
+	w = atomic_load(&g->word);
+	if (stopped == nprocs && !atomic_load(&g->lock) && !(w & S_FROZEN)) {
+		for (uint32_t i = 0; i < a->nprocs; i++) {
+			bool o;
+
+			if (atomic_load(&a->procs[i].state) == PS_LIVE)
+				sum += bhs_proc_holdings(a, i, &o), open |= o;
+		}
+		if (!open && !atomic_load(&g->lock) && atomic_load(&g->word) == w) {
+			t->audits++;
+			for (uint32_t i = 0; i < nprocs; i++)
+				check_ledgers(a, &k[i]);
+			if (sum != (uint64_t)w_held(w)) {
+				fail("the word counts %" PRId64 " held, the ledgers of the living %" PRIu64,
+				     w_held(w), sum);
+				for (uint32_t i = 0; i < nprocs; i++)
+					dump_hist(i);
+				dump(bh);
+			}
+		}
+	}
+	for (uint32_t i = 0; i < stopped; i++)
+		kill(k[i].pid, SIGCONT);
+}
+
 /* Stop the worker in slot where its records agree, take its share off the
  * global counter, and kill it. */
 static bool kill_at(struct bhs_att *a, struct bhs_seg *g, uint32_t slot, struct kill *k)
@@ -552,6 +674,7 @@ static bool kill_at(struct bhs_att *a, struct bhs_seg *g, uint32_t slot, struct 
 		return false;
 	}
 	k->recovering = recovering_pid(a, g) == k->pid; /* looked at while stopped */
+	check_ledgers(a, k);
 	atomic_fetch_sub(&ext->inflight, k->s.contrib);
 	kill(k->pid, SIGKILL);
 	kill(k->pid, SIGCONT);
@@ -636,16 +759,42 @@ static void kill_one(bulkhead_t *bh, struct bhs_seg *g, uint64_t *rng, struct ta
 		t->inside += k[i].s.inside;
 	}
 	d = atomic_load(&g->reclaimed) - r0;
-	if ((int64_t)d < held || (int64_t)d > held + pend)
+	if ((int64_t)d < held || (int64_t)d > held + pend) {
+		for (uint32_t i = 0; i < nk; i++)
+			dump_hist(k[i].slot);
 		fail("reclaimed %" PRIu64 " from %u worker(s) (%d first), which held %" PRId64
 		     " (+%" PRId64 " in a call)",
 		     d, nk, (int)k[0].pid, held, pend);
+	}
 	t->kills += nk;
 	t->recoverers += nk > 1 && k[1].recovering;
 	t->natural += natural || hunt;
 	t->reclaimed += (int64_t)d;
 	for (uint32_t i = 0; i < nk; i++)
 		start_worker(k[i].slot, rnd(rng));
+}
+
+/* A worker's last calls, oldest first, for a failure report. */
+static void dump_hist(uint32_t slot)
+{
+	static const char *names[] = { "?", "try", "timed", "forever", "async", "callback",
+				       "cancel", "release" };
+
+	for (uint32_t i = 0; i <= nthreads; i++) {
+		struct rec *r = &ext->p[slot].r[i];
+		uint32_t end = atomic_load(&r->hpos);
+
+		fprintf(stderr, "  worker %d thread %u (held %" PRId64 ", pend %u, phase %u):",
+			(int)atomic_load(&ext->p[slot].pid), i, atomic_load(&r->held),
+			atomic_load(&r->pend), atomic_load(&r->phase));
+		for (uint32_t j = end > 16 ? end - 16 : 0; j < end; j++) {
+			uint32_t v = atomic_load(&r->hist[j % 16]);
+
+			fprintf(stderr, " %s(%u)=%d", names[(v >> 24) & 7], (v >> 16) & 0xff,
+				(int)(int16_t)(v & 0xffff));
+		}
+		fprintf(stderr, "\n");
+	}
 }
 
 static void dump(bulkhead_t *bh);
@@ -747,6 +896,7 @@ int main(void)
 	bulkhead_t *bh;
 	struct bhs_seg *g;
 	uint64_t rng, end, ops = 0, rebuilds;
+	bool fenced;
 	char dir[] = "/tmp/bh-stress-shm.XXXXXX";
 	int r;
 
@@ -761,11 +911,15 @@ int main(void)
 	cfg.max_concurrent = limit;
 	cfg.queue_capacity = 2 + below(&rng, 30);
 	cfg.flags = below(&rng, 2) ? BH_FAIR : 0;
+	/* one run in four uses the fallback for kernels without membarrier(2) */
+	fenced = env_num("BH_STRESS_FENCED", below(&rng, 4) == 0) != 0;
+	bhs_test_fenced(fenced);
 	printf("stress_shm: seed=0x%016" PRIx64 " seconds=%g (replay: BH_STRESS_SEED=0x%016" PRIx64
 	       ")\n",
 	       seed, seconds, seed);
-	printf("stress_shm: %u processes x %u threads, limit %u, queue %u, %s\n", nprocs, nthreads,
-	       limit, cfg.queue_capacity, cfg.flags ? "fair" : "unfair");
+	printf("stress_shm: %u processes x %u threads, limit %u, queue %u, %s%s\n", nprocs,
+	       nthreads, limit, cfg.queue_capacity, cfg.flags ? "fair" : "unfair",
+	       fenced ? ", fenced transfers" : "");
 	fflush(stdout);
 	if (!mkdtemp(dir))
 		return 1;
@@ -784,7 +938,15 @@ int main(void)
 		start_worker(i, rnd(&rng));
 	end = bh_now_ns() + (uint64_t)(seconds * 1e9);
 	while (bh_now_ns() < end && !atomic_load(&ext->failed)) {
-		usleep(1000 + below(&rng, 15000));
+		uint64_t pause = bh_now_ns() + (1000 + below(&rng, 15000)) * BH_USEC;
+
+		while (bh_now_ns() < pause && !atomic_load(&ext->failed)) {
+			if (below(&rng, 8))
+				probe_one(att_of(bh), &rng, &t);
+			else
+				audit_all(bh, &t);
+			usleep(200);
+		}
 		kill_one(bh, g, &rng, &t);
 	}
 	finish(bh, &t);
@@ -804,12 +966,12 @@ int main(void)
 	}
 	printf("stress_shm: PASS seed=0x%016" PRIx64 " kills=%" PRIu64 " (inside a call %" PRIu64
 	       ", left to the survivors %" PRIu64 ", slowest found %.0f ms, recovering %" PRIu64
-	       ") reclaimed=%" PRId64
+	       ") probes=%" PRIu64 " audits=%" PRIu64 " reclaimed=%" PRId64
 	       " rebuilds=%" PRIu64 " | ok: timed=%" PRIu64 " forever=%" PRIu64 " async=%" PRIu64
 	       " | timed_out=%" PRIu64 " busy=%" PRIu64 " cancelled=%" PRIu64 " handed=%" PRIu64
 	       " ops(last workers)=%" PRIu64 " timed_out_within_%dms=%" PRIu64 "\n",
 	       seed, t.kills, t.inside, t.natural, (double)t.detect_max_ns / 1e6, t.recoverers,
-	       t.reclaimed,
+	       t.probes, t.audits, t.reclaimed,
 	       rebuilds, atomic_load(&ext->timed_ok),
 	       atomic_load(&ext->forever_ok), atomic_load(&ext->async_ok),
 	       atomic_load(&ext->timed_out), atomic_load(&ext->busy),
