@@ -311,18 +311,14 @@ static int act_give_one(bulkhead_t *bh, struct victim *v, int out, int in)
 	return bh_release(bh, 1);
 }
 
-/* A granter dies holding the lock in the middle of a handoff: before its
- * CAS (nothing granted yet) or after it (the permit off the word, the
- * waiter not told). The waiter is granted exactly once, and reclaimed
- * counts what the granter held, not the permit it was handing over. */
-static void granter_killed(int at)
+/* A granter that holds 2 of bh's 2 permits gives one back, which goes to
+ * a waiter in another process; it dies at point at, holding the lock and
+ * the other permit. Returns the waiter. */
+static struct child granter_dies_at(bulkhead_t *bh, const char *name, int at)
 {
-	const char *name = uniq("granter");
-	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
 	struct victim v = { name, at, 1, act_give_one, 1 };
 	struct child granter = spawn(victim_armed_later, &v), waiter;
 	char point;
-	uint64_t t0;
 
 	assert_int_equal(hear(granter.rd), 1);
 	waiter = spawn(blocking_child, (void *)name);
@@ -332,18 +328,37 @@ static void granter_killed(int at)
 	assert_int_equal(read(granter.rd, &point, 1), 1);
 	assert_int_equal(point, at);
 	kill_reap(&granter);
-	t0 = bh_now_ns();
-	assert_int_equal(hear(waiter.rd), 0); /* found by the waiter's own polls */
-	assert_true(bh_now_ns() - t0 < BH_SEC);
+	return waiter;
+}
+
+/* After that death: reclaimed counts the granter's own permit, not the one
+ * it was handing over, and the waiter holds the grant, made once. */
+static void granted_once(bulkhead_t *bh, const char *name, struct child *waiter)
+{
 	assert_int_equal(stats_of(bh).reclaimed, 1);
 	assert_int_equal(stats_of(bh).in_flight, 1);
 	assert_int_equal(bh_try_acquire(bh, 1), 0);
 	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* not granted twice */
 	assert_int_equal(bh_release(bh, 1), 0);
-	say(waiter.wr, 0);
-	assert_int_equal(reap(&waiter), 0);
+	say(waiter->wr, 0);
+	assert_int_equal(reap(waiter), 0);
 	all_permits_back(bh, 2);
 	shm_done(bh, name);
+}
+
+/* The granter dies before the handoff's CAS (nothing granted yet) or after
+ * it (the permit off the word, the waiter not told); the waiter's own polls
+ * find the death. */
+static void granter_killed(int at)
+{
+	const char *name = uniq("granter");
+	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
+	struct child waiter = granter_dies_at(bh, name, at);
+	uint64_t t0 = bh_now_ns();
+
+	assert_int_equal(hear(waiter.rd), 0);
+	assert_true(bh_now_ns() - t0 < BH_SEC);
+	granted_once(bh, name, &waiter);
 }
 
 static void test_granter_killed_mid_grant(void **state)
@@ -368,21 +383,10 @@ static void test_granter_killed_after_grant(void **state)
 	const char *name = uniq("granted");
 	bulkhead_t *bh = shm_make(name, 2, 4, BH_FAIR);
 	struct bhs_seg *g = bhs_segment(bh, NULL);
-	struct victim v = { name, BP_HANDED, 1, act_give_one, 1 };
-	struct child granter = spawn(victim_armed_later, &v), waiter;
-	struct pollfd told;
-	char point;
+	struct child waiter = granter_dies_at(bh, name, BP_HANDED);
+	struct pollfd told = { .fd = waiter.rd, .events = POLLIN };
 
 	(void)state;
-	assert_int_equal(hear(granter.rd), 1);
-	waiter = spawn(blocking_child, (void *)name);
-	assert_int_equal(hear(waiter.rd), 1);
-	await_queued(bh, 1);
-	say(granter.wr, 0);
-	assert_int_equal(read(granter.rd, &point, 1), 1);
-	assert_int_equal(point, BP_HANDED);
-	kill_reap(&granter);
-	told = (struct pollfd){ .fd = waiter.rd, .events = POLLIN };
 	do
 		atomic_store(&g->scan_ns, bh_now_ns());
 	while (poll(&told, 1, 1) == 0);
@@ -390,15 +394,7 @@ static void test_granter_killed_after_grant(void **state)
 	assert_int_not_equal(atomic_load(&g->lock), 0);
 	bhs_scan_now(bh); /* takes the lock over */
 	assert_int_equal(atomic_load(&g->deaths), 1);
-	assert_int_equal(stats_of(bh).reclaimed, 1);
-	assert_int_equal(stats_of(bh).in_flight, 1);
-	assert_int_equal(bh_try_acquire(bh, 1), 0);
-	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
-	assert_int_equal(bh_release(bh, 1), 0);
-	say(waiter.wr, 0);
-	assert_int_equal(reap(&waiter), 0);
-	all_permits_back(bh, 2);
-	shm_done(bh, name);
+	granted_once(bh, name, &waiter);
 }
 
 /* Dies holding the internal lock: the next caller takes it over. */
