@@ -23,10 +23,15 @@ check() {
 	echo "== $dir: $*"
 	"$top/scripts/build.sh" "$dir" "$@"
 	if ! make -C "$top/$dir" -j"$(nproc)" check >"$top/$dir/check.out" 2>&1; then
-		cat "$top/$dir/check.out" | tail -n 30
-		for f in "$top/$dir"/tests/*.log; do
-			grep -q -E '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null && tail -n 60 "$f"
+		tail -n 30 "$top/$dir/check.out"
+		# Each failing test's own log, then the names again last, where a
+		# truncated CI record still shows them.
+		for f in $(find "$top/$dir/tests" -name '*.trs'); do
+			grep -q -E '^:test-result: (FAIL|ERROR)' "$f" || continue
+			echo "== ${f%.trs}.log:"
+			tail -n 60 "${f%.trs}.log"
 		done
+		grep -E '^(FAIL|ERROR):' "$top/$dir/check.out" || true
 		echo "== $dir: FAILED"
 		exit 1
 	fi

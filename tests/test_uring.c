@@ -1809,24 +1809,29 @@ static void test_wake_poll_rearmed_by_track(void **state)
 	bh_destroy(other);
 }
 
-/* test_wake_poll_rearmed_by_track on an SQPOLL ring: the track finds the
- * SQ full and submits, but io_uring_submit only hands the SQEs to the
- * kernel's SQ thread, which frees their room when it takes them: the track
- * waits for that room (io_uring_sqring_wait), then arms the poll. */
-static void test_wake_poll_rearmed_by_track_sqpoll(void **state)
+/* test_wake_poll_rearmed_by_track on an SQPOLL ring of the given size: the
+ * track finds the SQ full and submits, but io_uring_submit only hands the
+ * SQEs to the kernel's SQ thread, which frees their room when it takes
+ * them: the track waits for that room, then arms the poll. The kernel's
+ * SQ_WAIT returns once the SQ thread has taken the SQEs, before it
+ * publishes the head after the whole batch: a long batch (a big SQ full of
+ * reads, each arming a poll) makes that window wide, where one SQ_WAIT
+ * alone left the poll unarmed. */
+static void rearmed_by_track_sqpoll(unsigned entries)
 {
 	struct fix *f = calloc(1, sizeof(*f));
 	bulkhead_t *other = make_bh(1, 0, 0);
 	struct bh_uring_op op = { 0 }, armed = { 0 };
 	struct io_uring_sqe *mine;
 	int p[2], q[2], r;
-	char b[4], c;
+	char *b = malloc(entries), c;
 
-	(void)state;
 	assert_non_null(f);
-	r = ring_up(&f->ring, 4, 0, IORING_SETUP_SQPOLL);
+	assert_non_null(b);
+	r = ring_up(&f->ring, entries, 0, IORING_SETUP_SQPOLL);
 	if (r == -EINVAL || r == -EPERM) {
 		free(f);
+		free(b);
 		skip();
 	}
 	assert_int_equal(r, 0);
@@ -1847,10 +1852,11 @@ static void test_wake_poll_rearmed_by_track_sqpoll(void **state)
 		io_uring_submit(&f->ring);
 		while (io_uring_cq_ready(&f->ring) < 2)
 			assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
-		io_uring_sqring_wait(&f->ring); /* the SQ is empty again */
+		while (io_uring_sq_space_left(&f->ring) < entries)
+			io_uring_sqring_wait(&f->ring); /* the SQ is empty again */
 	}
 	assert_int_equal(bh_uring_get_sqes(f->t, &armed, other, 1, 1, &mine), 0);
-	queue_reads(f, p, b, 3);
+	queue_reads(f, p, b, (int)entries - 1);
 	assert_int_equal(io_uring_sq_space_left(&f->ring), 0);
 	assert_int_equal(bh_uring_reap(f->t, NULL, NULL), 2); /* the poll's end */
 	assert_int_equal(tstats(f->t).helpers, 0);
@@ -1860,10 +1866,24 @@ static void test_wake_poll_rearmed_by_track_sqpoll(void **state)
 	io_uring_submit(&f->ring);
 	grant_wakes_owner(f, &op);
 	fix_free(f);
+	free(b);
 	close_pipe(p);
 	close_pipe(q);
 	assert_int_equal(in_flight(other), 0);
 	bh_destroy(other);
+}
+
+static void test_wake_poll_rearmed_by_track_sqpoll(void **state)
+{
+	(void)state;
+	rearmed_by_track_sqpoll(4);
+}
+
+static void test_wake_poll_rearmed_by_track_sqpoll_long_batch(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 20; i++)
+		rearmed_by_track_sqpoll(256);
 }
 
 /* A reap between an op's get and its track arms the poll at once, behind
@@ -2561,6 +2581,7 @@ int main(void)
 		cmocka_unit_test(test_wake_poll_rearm_waits_for_untracked_op),
 		cmocka_unit_test(test_wake_poll_rearmed_by_track),
 		cmocka_unit_test(test_wake_poll_rearmed_by_track_sqpoll),
+		cmocka_unit_test(test_wake_poll_rearmed_by_track_sqpoll_long_batch),
 		cmocka_unit_test(test_wake_poll_rearmed_before_track),
 		cmocka_unit_test(test_wait_between_get_and_track),
 		cmocka_unit_test(test_drain_ignores_stale_user_data),
@@ -2583,5 +2604,7 @@ int main(void)
 	}
 	io_uring_queue_exit(&probe);
 	alarm(300); /* a lost wake-up must fail the run, not hang it */
+	if (getenv("BH_TEST_FILTER")) /* one test: BH_TEST_FILTER=test_name */
+		cmocka_set_test_filter(getenv("BH_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,7 +85,7 @@ static int cancel_everything(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_f
 		if (submit_failed(r))
 			return r;
 		if (t->ring->flags & IORING_SETUP_SQPOLL)
-			io_uring_sqring_wait(t->ring);
+			bhu_sq_room_wait(t->ring);
 		else if (r <= 0 && (r = bh_uring_reap(t, fn, ctx)) < 0)
 			return r; /* the CQ is full: make room */
 		if (deadline_ns != BH_FOREVER && bh_now_ns() >= deadline_ns)

@@ -150,6 +150,9 @@ bool bhu_armed_pending(const bh_uring_t *t);
 /* Withdraw every such op as bh_uring_cancel would: NOPs, permits back,
  * idle (uring.c). */
 void bhu_withdraw_armed(bh_uring_t *t);
+/* On an SQPOLL ring, after a submit from a full SQ: return once the SQ has
+ * room, as io_uring_sq_space_left sees it (uring.c). Other rings: at once. */
+void bhu_sq_room_wait(struct io_uring *ring);
 
 /* ---- the grant bridge (grant.c) ------------------------------------ */
 

@@ -3,6 +3,7 @@
  * completion side (reap); grants from other threads come through grant.c.
  * docs/uring.md explains the design; include/bulkhead/uring.h the rules. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -773,11 +774,30 @@ static BHI_COLD void rearm_wake_now(bh_uring_t *t)
 		return;
 	if (bhu_arm_wake(t) == -EAGAIN && !bhu_armed_pending(t) &&
 	    io_uring_submit(t->ring) > 0) {
-		/* An SQPOLL ring's SQ thread frees the room when it takes
-		 * the SQEs: wait for it (microseconds), as drain does. */
-		if (t->ring->flags & IORING_SETUP_SQPOLL)
-			io_uring_sqring_wait(t->ring);
+		bhu_sq_room_wait(t->ring);
 		bhu_arm_wake(t);
+	}
+}
+
+/* After a submit that took SQEs off a full SQ: an SQPOLL ring's SQ thread
+ * frees their room only when it takes them (microseconds). One
+ * IORING_ENTER_SQ_WAIT is not enough: the kernel returns once its own
+ * private head has moved, which can be before it publishes the ring's head
+ * that io_uring_sq_space_left reads (it does so after the whole batch), so
+ * an SQ thread preempted in between leaves the ring full: wait again, and
+ * yield the CPU that thread may be waiting for. It ends: the SQEs were
+ * submitted, and the SQ thread publishes its head after each batch. */
+BHI_COLD void bhu_sq_room_wait(struct io_uring *ring)
+{
+	if (!(ring->flags & IORING_SETUP_SQPOLL))
+		return;
+	while (io_uring_sq_space_left(ring) == 0) {
+		int r = io_uring_sqring_wait(ring);
+
+		if (r < 0 && r != -EINTR)
+			return; /* the ring is unusable: the caller sees it next */
+		if (io_uring_sq_space_left(ring) == 0)
+			sched_yield();
 	}
 }
 
