@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,8 +26,41 @@
 static struct {
 	int lfd, port;
 	_Atomic int cur, peak;
+	_Atomic int held;      /* calls held until backend_let_go */
+	_Atomic unsigned gen;  /* bumped by backend_let_go */
+	_Atomic bool no_hold;  /* backend_let_go(true): hold nothing from now on */
 	_Atomic uint64_t served;
 } backend;
+
+/* A call of hold -1 (an instance's --hold-ms -1): served until the test
+ * lets it go, or until its client is gone (an instance that quit or was
+ * killed). A scenario that must know every permit of an instance is at
+ * the backend uses these: they cannot end by themselves. */
+static inline void hold_until_let_go(int fd)
+{
+	unsigned gen = atomic_load(&backend.gen);
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	atomic_fetch_add(&backend.held, 1);
+	while (atomic_load(&backend.gen) == gen && !atomic_load(&backend.no_hold))
+		if (poll(&p, 1, 1) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			break;
+	atomic_fetch_sub(&backend.held, 1);
+}
+
+/* End every call held now (they answer; their clients may be stopped), and
+ * with forever, every later one at once too, until backend_hold_again. */
+static inline void backend_let_go(bool forever)
+{
+	if (forever)
+		atomic_store(&backend.no_hold, true);
+	atomic_fetch_add(&backend.gen, 1);
+}
+
+static inline void backend_hold_again(void)
+{
+	atomic_store(&backend.no_hold, false);
+}
 
 static inline void *serve_conn(void *arg)
 {
@@ -55,7 +89,10 @@ static inline void *serve_conn(void *arg)
 
 		while (cur > peak && !atomic_compare_exchange_weak(&backend.peak, &peak, cur))
 			;
-		rh_sleep_ms((unsigned)atoi(line));
+		if (atoi(line) < 0)
+			hold_until_let_go(fd);
+		else
+			rh_sleep_ms((unsigned)atoi(line));
 		atomic_fetch_sub(&backend.cur, 1);
 		atomic_fetch_add(&backend.served, 1);
 		if (send(fd, "K", 1, MSG_NOSIGNAL) != 1)
