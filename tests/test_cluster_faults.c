@@ -437,26 +437,39 @@ static void test_slow_store(void **state)
 
 /* Clocks an hour apart and 2% off in rate (within the 10% margin): expiry
  * is judged on the store's clock and no instance compares clocks, so the
- * limit holds, through a SIGSTOP of the fast-clocked one too. */
+ * limit holds, through a SIGSTOP of the slow-clocked one too (stopped as in
+ * test_sigstop_instance: its calls held at the backend, the store paused
+ * for a moment so that its share stays put, and let go once it stopped). */
 static void test_clock_offsets(void **state)
 {
 	char name[64];
 	struct inst a, b, c;
 	int peak;
+	uint64_t t0;
 
 	(void)state;
 	name_for("clock", name, sizeof(name));
-	inst_start(&a, "A", name, 9, "--offset-ms", "-3600000", "--ppm", "-20000", NULL);
+	backend_hold_again();
+	inst_start(&a, "A", name, 9, "--offset-ms", "-3600000", "--ppm", "-20000", "--hold-ms",
+		   "-1", NULL);
 	inst_start(&b, "B", name, 9, NULL);
 	inst_start(&c, "C", name, 9, "--offset-ms", "3600000", "--ppm", "20000", NULL);
-	inst_say(&a, "demand 8");
+	/* A last: its held calls never give a permit back, so it must grow
+	 * into its share, never be granted more first. */
 	inst_say(&b, "demand 8");
 	inst_say(&c, "demand 8");
+	rh_sleep_ms(300);
+	inst_say(&a, "demand 8");
 	rh_sleep_ms(1000);
 	peak_window();
 	assert_true(near(inst_stats(&a).share, 3, 1));
 	assert_true(near(inst_stats(&c).share, 3, 1));
-	kill(a.pid, SIGSTOP);
+	assert_int_equal(rh_do(&srv, "CLIENT PAUSE 200 ALL"), 0);
+	t0 = rh_now();
+	while (!all_of_share_at_backend(&a))
+		assert_true(rh_now() - t0 < 150 * BH_MSEC);
+	stop_all_threads(a.pid);
+	backend_let_go(false);
 	rh_sleep_ms(1200);
 	kill(a.pid, SIGCONT);
 	rh_sleep_ms(1200);
@@ -464,6 +477,7 @@ static void test_clock_offsets(void **state)
 	assert_true(near(inst_stats(&a).share, 3, 1));
 	report("clocks 1 h apart, rates 2% off", 9, peak, 0,
 	       inst_stats(&a).over_max + inst_stats(&b).over_max + inst_stats(&c).over_max, -1);
+	backend_let_go(true); /* A's calls since: so that it can quit */
 	assert_true(peak <= 9);
 	inst_quit(&a);
 	inst_quit(&b);
