@@ -1129,6 +1129,70 @@ static void test_batch_and_reap_coalesce(void **state)
 	fix_free(f);
 }
 
+/* One reap batch with the ops of six bulkheads interleaved (more than the
+ * reap coalesces at once), one-SQE ops and chains of two, n from 1 to 3, and
+ * a foreign CQE among them, four times over so that a batch wraps around
+ * the CQ's end: every bulkhead gets back exactly what its ops held, before
+ * any callback runs, and every op is told exactly once. */
+static void test_reap_many_bulkheads(void **state)
+{
+	enum { NB = 6, N = 24, ROUNDS = 4 };
+	struct fix *f = fix_new(64, 128, 8, 0, 0);
+	bulkhead_t *b[NB];
+	struct bh_uring_op ops[N] = { { 0 } };
+	struct tally ty = { .base = ops };
+	uint64_t want[NB];
+
+	(void)state;
+	for (int k = 0; k < NB; k++)
+		b[k] = make_bh(64, 0, 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		unsigned cqes = 0, chains = 0;
+
+		memset(want, 0, sizeof(want));
+		memset(&ty, 0, sizeof(ty));
+		ty.base = ops;
+		for (int i = 0; i < N; i++) {
+			/* runs of one bulkhead and switches: 0 0 1 2 3 4 5 0 0 1 ... */
+			int k = (i % 8) < 2 ? 0 : (i % 8) - 1 + round % 2;
+			uint32_t n = 1 + (uint32_t)(i % 3);
+			unsigned nr = i % 5 == 2 ? 2 : 1;
+			struct io_uring_sqe *s[2];
+
+			k %= NB;
+			assert_int_equal(bh_uring_get_sqes(f->t, &ops[i], b[k], n, nr, s), 0);
+			for (unsigned j = 0; j < nr; j++)
+				io_uring_prep_nop(s[j]);
+			assert_int_equal(bh_uring_track(f->t, &ops[i], BH_FOREVER), 0);
+			want[k] += n;
+			cqes += nr;
+			chains += nr - 1;
+			if (i == N / 2) { /* one of the caller's own */
+				struct io_uring_sqe *own = io_uring_get_sqe(&f->ring);
+
+				io_uring_prep_nop(own);
+				io_uring_sqe_set_data64(own, 7);
+				cqes++;
+			}
+		}
+		for (int k = 0; k < NB; k++)
+			assert_int_equal(in_flight(b[k]), want[k]);
+		assert_int_equal(io_uring_submit_and_wait(&f->ring, cqes), cqes);
+		assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), cqes);
+		assert_int_equal(ty.done, N);
+		assert_int_equal(ty.more, chains);
+		assert_int_equal(ty.foreign, 1);
+		for (int k = 0; k < NB; k++) {
+			assert_int_equal(in_flight(b[k]), 0);
+			assert_int_equal(stats_of(b[k]).over_released, 0);
+		}
+		assert_int_equal(tstats(f->t).in_flight, 0);
+	}
+	fix_free(f);
+	for (int k = 0; k < NB; k++)
+		bh_destroy(b[k]);
+}
+
 /* bh_uring_get_chains: many chains in one update of the bulkhead, each op
  * its nr consecutive SQEs, sealed by bh_uring_track_batch (which links
  * each chain) and reaped in one release; real pipe writes and reads, so
@@ -2544,6 +2608,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_reap_many_bulkheads),
 		cmocka_unit_test(test_busy_consumes_no_sqe),
 		cmocka_unit_test(test_full_sq_takes_no_permit),
 		cmocka_unit_test(test_pipe_reads_held_until_final_cqe),

@@ -133,7 +133,10 @@ static inline struct sq_view sq_view(const bh_uring_t *t)
 }
 
 /* A multiply, not a shift by a variable count (three micro-ops on many
- * x86 cores): this runs for every SQE of every batch. */
+ * x86 cores): this runs for every SQE of every batch. GCC turns it back
+ * into such a shift where it sees that entry is 1 << sqe_shift (sq_view),
+ * so the commonest loop gets a copy where entry is the constant 1
+ * (arm_singles). */
 static inline struct io_uring_sqe *sqe_in(const struct sq_view *v, unsigned idx)
 {
 	return (struct io_uring_sqe *)&v->sqes[(idx & v->mask) * v->entry];
@@ -171,6 +174,22 @@ static inline void counts_set(struct bh_uring_op *op, uint64_t c)
 	memcpy((char *)op + offsetof(struct bh_uring_op, nr), &c, sizeof(c));
 }
 
+/* n and sqe_idx side by side, written as one 8-byte store for the same
+ * reason. */
+_Static_assert(offsetof(struct bh_uring_op, sqe_idx) == offsetof(struct bh_uring_op, n) + 4,
+	       "n, sqe_idx are adjacent");
+
+static inline void n_idx_set(struct bh_uring_op *op, uint32_t n, uint32_t idx)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t c = n | (uint64_t)idx << 32;
+#else
+	uint64_t c = (uint64_t)n << 32 | idx;
+#endif
+
+	memcpy((char *)op + offsetof(struct bh_uring_op, n), &c, sizeof(c));
+}
+
 /* A one-SQE op, not sampled, in state s: the common op's counts. */
 #define COUNTS_SINGLE(s) counts_make(1, 1, (s), 0)
 
@@ -184,8 +203,7 @@ static inline void arm(bh_uring_t *t, const struct sq_view *v, struct bh_uring_o
 
 	op->t = t;
 	op->bh = bh;
-	op->n = n;
-	op->sqe_idx = idx;
+	n_idx_set(op, n, idx);
 	counts_set(op, counts_make(nr, nr, OP_ARMED, start ? OPF_TIMED : 0));
 	if (start) /* read only with OPF_TIMED: no store to the union's line */
 		flight_start_set(op, start);
@@ -258,6 +276,19 @@ arm_many(bh_uring_t *t, const struct sq_view *v, struct bh_uring_op **ops, unsig
 	return armed;
 }
 
+/* arm_many's common case, one-SQE ops with nothing to sample on a ring of
+ * 64-byte SQEs, in a function of its own that calls nothing: inlined
+ * between the take and the release that get_many calls, the loop's values
+ * did not fit the registers those calls leave, and it loaded four of them
+ * from the stack for every op. */
+static __attribute__((noinline)) unsigned
+arm_singles(bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned got,
+	    bulkhead_t *bh, uint32_t n, struct io_uring_sqe **sqes)
+{
+	v.entry = 1;
+	return arm_many(t, &v, ops, got, bh, n, 1, sqes, 0);
+}
+
 /* Up to count idle ops, nr SQEs each (op i's are sqes[i * nr] on): one
  * update of bh when all fit. The batch ends before a record in use, and
  * the permits of the ops it could not arm go back. Inlined into each
@@ -293,6 +324,8 @@ get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh
 	start = sample_start(bh);
 	if (BHI_UNLIKELY(start))
 		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, start);
+	else if (BHI_LIKELY(nr == 1 && v.entry == 1))
+		armed = arm_singles(t, v, ops, (unsigned)got, bh, n, sqes);
 	else /* a copy of the loop with no sampling in it */
 		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, 0);
 	if (armed < (unsigned)got)
@@ -562,6 +595,58 @@ static inline uint64_t counts_armed(unsigned nr)
 	return nr * counts_make(1, 1, 0, 0) + counts_make(0, 0, OP_ARMED, 0);
 }
 
+/* The batch's common op: armed with nothing to sample, right after the SQE
+ * last sealed (next_op); a one-SQE op is the commonest. Tracked, and its
+ * last SQE sealed. */
+static inline __attribute__((always_inline)) bool
+track_next(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op *op,
+	   unsigned *sealed)
+{
+	uint64_t c;
+	unsigned nr;
+
+	if (!op || op->t != t)
+		return false;
+	c = counts_of(op);
+	nr = op->nr;
+	if (!(c == counts_armed(1) ? next_op(v, op, 1, *sealed)
+				    : c == counts_armed(nr) && next_op(v, op, nr, *sealed)))
+		return false;
+	op->state = OP_INFLIGHT;
+	*sealed = op->sqe_idx + nr - 1u; /* its last SQE */
+	return true;
+}
+
+/* Track ops[0..count) while they are such ops: how many. A function of its
+ * own that calls nothing, so that the loop's values stay in registers. */
+static __attribute__((noinline)) unsigned
+track_run(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op **ops,
+	  unsigned count, unsigned *sealed)
+{
+	unsigned last = *sealed, i;
+
+	for (i = 0; i < count && track_next(t, v, ops[i], &last); i++)
+		;
+	*sealed = last;
+	return i;
+}
+
+/* An op track_run stopped at: misuse, an op whose SQEs are not next to the
+ * last sealed, or one that needs the slow path. Updates *sealed and *fast;
+ * returns the batch's outcome so far, r, made worse if need be. */
+static BHI_COLD int track_other(bh_uring_t *t, const struct sq_view *v, struct bh_uring_op *op,
+				unsigned *sealed, unsigned *fast, int r)
+{
+	if (!op || op->t != t || op->state != OP_ARMED)
+		return -EINVAL;
+	if (!op_fast_trackable(v, op, *sealed))
+		return worse(r, track_slow(t, op, BH_FOREVER));
+	op->state = OP_INFLIGHT;
+	*sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
+	(*fast)++;
+	return r;
+}
+
 /* The fast check for many ops, with the ring's fields read once: the slow
  * path (never a deadline here) takes no SQE, so they stay valid. An op
  * right after one just sealed (a bh_uring_get_batch) needs no look at the
@@ -569,36 +654,21 @@ static inline uint64_t counts_armed(unsigned nr)
 int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count)
 {
 	struct sq_view v;
-	unsigned sealed, nr, fast = 0;
-	uint64_t c;
+	unsigned sealed, i = 0, fast = 0;
 	int r = 0;
 
 	if (!t || !ops)
 		return -EINVAL;
 	v = sq_view(t);
 	sealed = v.head - 1; /* no SQE: the one before head is not pending */
-	for (unsigned i = 0; i < count; i++) {
-		struct bh_uring_op *op = ops[i];
+	while (i < count) {
+		unsigned run = track_run(t, &v, ops + i, count - i, &sealed);
 
-		if (BHI_UNLIKELY(!op || op->t != t)) {
-			r = -EINVAL;
-			continue;
-		}
-		c = counts_of(op);
-		nr = op->nr;
-		if (BHI_LIKELY(c == counts_armed(1) ? next_op(&v, op, 1, sealed)
-						 : c == counts_armed(nr) && next_op(&v, op, nr, sealed))) {
-			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx + nr - 1u; /* its last SQE */
-			fast++;
-		} else if (BHI_UNLIKELY(op->state != OP_ARMED)) {
-			r = -EINVAL;
-		} else if (op_fast_trackable(&v, op, sealed)) {
-			op->state = OP_INFLIGHT;
-			sealed = op->sqe_idx + op->nr - 1u; /* its last SQE */
-			fast++;
-		} else {
-			r = worse(r, track_slow(t, op, BH_FOREVER));
+		fast += run;
+		i += run;
+		if (i < count) {
+			r = track_other(t, &v, ops[i], &sealed, &fast, r);
+			i++;
 		}
 	}
 	t->st.started += fast;
@@ -652,6 +722,38 @@ static BHI_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint
 	bhk_emit(op->bh, BHK_URING, *now - flight_start(op), o);
 }
 
+/* counts' fields, as counts_make lays them out. */
+#define COUNTS_LEFT_ONE counts_make(0, 1, 0, 0)
+#define COUNTS_LEFT_MASK counts_make(0, 0xffff, 0, 0)
+#define COUNTS_STATE_MASK counts_make(0, 0, 0xffff, 0)
+
+/* op_cqe's common cases, which look at nothing but the op's counts and the
+ * CQE's flags: a CQE of an op armed or in flight with nothing to sample,
+ * that is not past its last. MORE, or DONE (the op idle); -1 for the rest,
+ * and nothing written then. */
+static inline __attribute__((always_inline)) int
+op_cqe_plain(struct bh_uring_op *op, const struct io_uring_cqe *cqe)
+{
+	uint64_t c = counts_of(op);
+
+	/* The common op's one CQE: the final one, nothing to sample. */
+	if (BHI_LIKELY(c == COUNTS_SINGLE(OP_INFLIGHT) && !(cqe->flags & IORING_CQE_F_MORE))) {
+		counts_set(op, counts_make(1, 0, OP_IDLE, 0));
+		return BH_URING_DONE;
+	}
+	if (op->state < OP_ARMED || (op->flags & OPF_TIMED) || op->cqes_left == 0)
+		return -1;
+	if (cqe->flags & IORING_CQE_F_MORE)
+		return BH_URING_MORE;
+	if (op->cqes_left > 1) {
+		counts_set(op, c - COUNTS_LEFT_ONE);
+		return BH_URING_MORE;
+	}
+	/* The final CQE: no CQE left, idle (its nr and flags stay). */
+	counts_set(op, c & ~(COUNTS_LEFT_MASK | COUNTS_STATE_MASK));
+	return BH_URING_DONE;
+}
+
 /* A tracked op's CQE: MORE, or DONE at the final CQE of its last chain
  * member. On DONE the caller gives op->n permits of op->bh back (the op is
  * idle, but nobody else can reuse it before the caller's fn sees it) and
@@ -659,14 +761,13 @@ static BHI_COLD void sample_done(const struct bh_uring_op *op, int32_t res, uint
 static inline int op_cqe(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_uring_op *op,
 			 uint64_t *now)
 {
+	int kd;
+
 	if (BHI_UNLIKELY(op->t != t))
 		return stray(t);
-	/* The common op's one CQE: the final one, nothing to sample. */
-	if (BHI_LIKELY(counts_of(op) == COUNTS_SINGLE(OP_INFLIGHT) &&
-		       !(cqe->flags & IORING_CQE_F_MORE))) {
-		counts_set(op, counts_make(1, 0, OP_IDLE, 0));
-		return BH_URING_DONE;
-	}
+	kd = op_cqe_plain(op, cqe);
+	if (BHI_LIKELY(kd >= 0))
+		return kd;
 	if (BHI_UNLIKELY(op->state < OP_ARMED))
 		return stray(t);
 	if ((cqe->flags & IORING_CQE_F_MORE) || --op->cqes_left)
@@ -853,8 +954,8 @@ struct cq_runs {
 };
 
 /* What the booking of a chunk adds up as it goes. A run of DONE ops of one
- * bulkhead (the common case) adds up in run_bh/run_n, locals the stores to
- * the records cannot alias: rb takes a run only when the bulkhead changes. */
+ * bulkhead (the common case) adds up in run_bh/run_n; rb takes a run only
+ * when the bulkhead changes. */
 struct booking {
 	struct rel_batch rb;
 	bulkhead_t *run_bh;
@@ -863,27 +964,80 @@ struct booking {
 	uint64_t now;
 };
 
-/* Book n CQEs side by side from cqe on into kind[]. Inlined twice into
- * book_chunk (the reap's hot loop). */
-static inline __attribute__((always_inline)) void
+/* A CQE that op_cqe_plain books, of an op of ours, unless it would be the
+ * final CQE of an op of another bulkhead than the run's (run_bh): booked,
+ * and its kind returned; -1 for any other, which book_other books (nothing
+ * is written then). A MORE may be any bulkhead's: a batch of chains can
+ * bring every chain's first CQE before any chain's last. */
+static inline __attribute__((always_inline)) int
+book_fast(const bh_uring_t *t, const struct io_uring_cqe *cqe, const bulkhead_t *run_bh,
+	  struct bh_uring_op **opp)
+{
+	uint64_t ud = cqe->user_data;
+	struct bh_uring_op *op = ud_ptr(ud);
+
+	if ((ud & ~UD_PTR_MASK) != UD_MAGIC || op->t != t)
+		return -1;
+	if (op->bh != run_bh && op->cqes_left == 1 && !(cqe->flags & IORING_CQE_F_MORE))
+		return -1;
+	*opp = op;
+	return op_cqe_plain(op, cqe);
+}
+
+/* Any other CQE: classify it; a DONE op of another bulkhead than the run's
+ * puts the run so far into rb and starts its own. */
+static BHI_COLD void book_other(bh_uring_t *t, const struct io_uring_cqe *cqe, uint8_t *kind,
+				struct booking *b)
+{
+	struct bh_uring_op *op;
+	int kd = classify(t, cqe, &op, &b->now);
+
+	*kind = kd < 0 ? KIND_STRAY : (uint8_t)kd;
+	if (kd != BH_URING_DONE)
+		return;
+	b->done++;
+	if (op->bh != b->run_bh) {
+		if (b->run_bh)
+			rel_add(&b->rb, b->run_bh, b->run_n);
+		b->run_bh = op->bh;
+		b->run_n = 0;
+	}
+	b->run_n += op->n;
+}
+
+/* Book n CQEs side by side from cqe on into kind[] (the reap's hot loop).
+ * Those book_fast books go through an inner loop that calls nothing, so
+ * that its values stay in registers: with the calls of the other cases in
+ * the same loop, GCC 12 kept the run and the count on the stack, a load and
+ * a store per CQE, each load waiting for the store before it. Not inlined,
+ * for the same reason. */
+static __attribute__((noinline)) void
 book_run(bh_uring_t *t, struct io_uring_cqe *cqe, unsigned stride, unsigned n, uint8_t *kind,
 	 struct booking *b)
 {
-	for (unsigned i = 0; i < n; i++, cqe += stride) {
-		struct bh_uring_op *op;
-		int kd = classify(t, cqe, &op, &b->now);
+	uint8_t *k = kind, *end = kind + n;
 
-		kind[i] = kd < 0 ? KIND_STRAY : (uint8_t)kd;
-		if (kd == BH_URING_DONE) {
-			b->done++;
-			if (BHI_LIKELY(op->bh == b->run_bh)) {
-				b->run_n += op->n;
-			} else {
-				if (b->run_bh)
-					rel_add(&b->rb, b->run_bh, b->run_n);
-				b->run_bh = op->bh;
-				b->run_n = op->n;
-			}
+	while (k < end) {
+		const bulkhead_t *run_bh = b->run_bh;
+		uint32_t run_n = 0;
+		unsigned more = 0;
+		uint8_t *first = k;
+		struct bh_uring_op *op;
+		int kd;
+
+		for (; k < end && (kd = book_fast(t, cqe, run_bh, &op)) >= 0; k++, cqe += stride) {
+			*k = (uint8_t)kd;
+			if (kd == BH_URING_DONE)
+				run_n += op->n;
+			else
+				more++;
+		}
+		b->run_n += run_n;
+		b->done += (unsigned)(k - first) - more;
+		if (k < end) {
+			book_other(t, cqe, k, b);
+			k++;
+			cqe += stride;
 		}
 	}
 }
