@@ -1,8 +1,9 @@
 /* One service instance for the cluster fault scenarios (test_cluster_faults):
  * a cluster bulkhead in front of a loopback backend that counts its own
  * concurrency. Worker threads loop: acquire a permit (waiting up to 20 ms),
- * call the backend (it holds the call for --hold-ms), release. Commands on
- * stdin, one per line:
+ * call the backend (it holds the call for --hold-ms; with --hold-ms -1 until
+ * the test lets it go, cluster_rig.h), release. Commands on stdin, one per
+ * line:
  *   demand N   let the first N workers call (the others idle)
  *   stats      print one line of key=value statistics
  *   quit       destroy the bulkhead (giving the share back) and exit
@@ -57,7 +58,8 @@ static int dial(void)
 	return fd;
 }
 
-/* One call: the backend holds it hold_ms, then answers one byte. */
+/* One call: the backend holds it hold_ms (-1: until the test lets it go),
+ * then answers one byte. */
 static bool call(int fd)
 {
 	char req[32], rep;

@@ -34,7 +34,10 @@ static int state_result(uint32_t st)
 }
 
 /* Whatever ended the wait: a grant goes into our ledger (under the lock
- * when the slot is shared), a failure clears the node. */
+ * when the slot is shared), a failure clears the node. The claim cannot
+ * fail, so its result is not looked at: a synchronous waiter's node is its
+ * own thread's, and nothing else moves a node out of GRANTED (a recovery
+ * counts a live process's granted node, and leaves it as it is). */
 static int settle(struct waiter *wt, uint32_t st)
 {
 	struct bhs_att *a = wt->a;
