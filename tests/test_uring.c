@@ -1193,6 +1193,53 @@ static void test_reap_many_bulkheads(void **state)
 		bh_destroy(b[k]);
 }
 
+/* bh_uring_track_batch given two bulkheads' batches interleaved, with one op
+ * whose SQE the caller retagged in the middle: the batch's fast run stops
+ * at each op that does not follow the one last sealed and goes on after
+ * it; every op but the retagged one is tracked and counted once, the
+ * retagged one is refused alone. */
+static void test_track_batch_resumes(void **state)
+{
+	enum { N = 8 };
+	struct fix *f = fix_new(64, 0, 8, 0, 0);
+	bulkhead_t *other = make_bh(2 * N, 0, 0);
+	struct bh_uring_op ops[2 * N] = { { 0 } }, *po[2 * N], *order[2 * N];
+	struct io_uring_sqe *sqes[2 * N];
+	struct tally ty = { .base = ops };
+	uint64_t started = tstats(f->t).started, refused = tstats(f->t).refused;
+
+	(void)state;
+	for (int i = 0; i < 2 * N; i++)
+		po[i] = &ops[i];
+	assert_int_equal(bh_uring_get_batch(f->t, po, N, f->bh, 1, sqes), N);
+	assert_int_equal(bh_uring_get_batch(f->t, po + N, N, other, 2, sqes + N), N);
+	for (int i = 0; i < 2 * N; i++)
+		io_uring_prep_nop(sqes[i]);
+	io_uring_sqe_set_data64(sqes[N + 5], 99); /* the caller's now */
+	/* 0..3, 8..11, 4..7, 12..15: each half of a batch follows its own */
+	for (int i = 0; i < N / 2; i++) {
+		order[i] = po[i];
+		order[N / 2 + i] = po[N + i];
+		order[N + i] = po[N / 2 + i];
+		order[N + N / 2 + i] = po[N + N / 2 + i];
+	}
+	assert_int_equal(bh_uring_track_batch(f->t, order, 2 * N), -ECANCELED);
+	assert_int_equal(tstats(f->t).started - started, 2 * N - 1);
+	assert_int_equal(tstats(f->t).refused - refused, 1);
+	assert_false(bh_uring_op_busy(&ops[N + 5]));
+	assert_int_equal(in_flight(f->bh), N);
+	assert_int_equal(stats_of(other).in_flight, 2 * (N - 1));
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2 * N), 2 * N);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 2 * N);
+	assert_int_equal(ty.done, 2 * N - 1); /* the refused op's NOP is a helper */
+	assert_int_equal(ty.seen[N + 5], 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(stats_of(other).in_flight, 0);
+	assert_int_equal(stats_of(other).over_released, 0);
+	fix_free(f);
+	bh_destroy(other);
+}
+
 /* bh_uring_get_chains: many chains in one update of the bulkhead, each op
  * its nr consecutive SQEs, sealed by bh_uring_track_batch (which links
  * each chain) and reaped in one release; real pipe writes and reads, so
@@ -2609,6 +2656,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_reap_many_bulkheads),
+		cmocka_unit_test(test_track_batch_resumes),
 		cmocka_unit_test(test_busy_consumes_no_sqe),
 		cmocka_unit_test(test_full_sq_takes_no_permit),
 		cmocka_unit_test(test_pipe_reads_held_until_final_cqe),
