@@ -174,8 +174,9 @@ static inline void counts_set(struct bh_uring_op *op, uint64_t c)
 	memcpy((char *)op + offsetof(struct bh_uring_op, nr), &c, sizeof(c));
 }
 
-/* n and sqe_idx side by side, written as one 8-byte store for the same
- * reason. */
+/* n and sqe_idx side by side, written as one 8-byte store: the loop that
+ * arms a batch is bound by its stores (seven per op, six with this), and
+ * the compiler merges no stores of values it does not know. */
 _Static_assert(offsetof(struct bh_uring_op, sqe_idx) == offsetof(struct bh_uring_op, n) + 4,
 	       "n, sqe_idx are adjacent");
 
