@@ -856,23 +856,6 @@ fail:
 	return r;
 }
 
-static int start_backends(struct demo *dm)
-{
-	for (int d = 0; d < NDEPS; d++) {
-		int r = backend_start(&dm->backend[d], dep_name[d], dm->cfg.latency_s[d],
-				      dm->cfg.jitter, (uint64_t)dm->cfg.seed * 31 + (uint64_t)d);
-
-		if (r < 0) {
-			fprintf(stderr, "%s: cannot start the %s backend on loopback: %s\n",
-				cli_prog, dep_name[d], strerror(-r));
-			while (d-- > 0)
-				backend_stop(&dm->backend[d]);
-			return r;
-		}
-	}
-	return 0;
-}
-
 /* The summary, the chart and the key=value lines, for the runs that ran
  * (a stopped one too). 0, or the first write error (already reported). */
 static int finish_outputs(const struct demo *dm, const struct run_report *without,
@@ -898,7 +881,7 @@ static int run_containment(struct demo *dm)
 {
 	struct run_report runs[2];
 	bool ran[2] = { false, false };
-	int r = start_backends(dm), w;
+	int r = backends_start(dm->backend, &dm->cfg), w;
 
 	if (r < 0)
 		return r;

@@ -146,6 +146,10 @@ struct backend {
 
 int backend_start(struct backend *b, const char *name, double latency_s, double jitter,
 		  uint64_t seed);
+/* Every dependency's backend, as cfg says (its latency, the jitter, a seed
+ * of its own): 0, or -errno (said on stderr) with none of them left
+ * running. */
+int backends_start(struct backend be[NDEPS], const struct demo_config *cfg);
 void backend_set_latency(struct backend *b, double latency_s);
 /* Serve k requests at a time and queue the rest (0: no limit). */
 void backend_set_capacity(struct backend *b, uint32_t k);

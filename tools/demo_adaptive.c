@@ -492,23 +492,6 @@ static void print_intro(const struct ad_scenario *sc)
 	fflush(stdout);
 }
 
-static int start_backends(struct ad_scenario *sc)
-{
-	for (int d = 0; d < NDEPS; d++) {
-		int r = backend_start(&sc->backend[d], dep_name[d], sc->cfg->latency_s[d],
-				      sc->cfg->jitter, (uint64_t)sc->cfg->seed * 31 + (uint64_t)d);
-
-		if (r < 0) {
-			fprintf(stderr, "%s: cannot start the %s backend on loopback: %s\n",
-				cli_prog, dep_name[d], strerror(-r));
-			while (d-- > 0)
-				backend_stop(&sc->backend[d]);
-			return r;
-		}
-	}
-	return 0;
-}
-
 static int finish_outputs(const struct ad_run *st, const struct ad_run *ad,
 			  const struct demo_config *c, struct demo_outputs *out)
 {
@@ -532,7 +515,7 @@ int adaptive_scenario(const struct demo_config *cfg, const struct ad_sizing *z,
 	struct ad_scenario sc = { .cfg = cfg, .z = z };
 	struct ad_run runs[2];
 	bool ran[2] = { false, false };
-	int r = start_backends(&sc), w;
+	int r = backends_start(sc.backend, sc.cfg), w;
 
 	if (r < 0)
 		return r;

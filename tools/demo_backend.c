@@ -23,6 +23,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "demo.h"
 
 struct bconn {
@@ -365,6 +366,23 @@ int backend_start(struct backend *b, const char *name, double latency_s, double 
 fail:
 	close_fds(b);
 	return r;
+}
+
+int backends_start(struct backend be[NDEPS], const struct demo_config *cfg)
+{
+	for (int d = 0; d < NDEPS; d++) {
+		int r = backend_start(&be[d], dep_name[d], cfg->latency_s[d], cfg->jitter,
+				      (uint64_t)cfg->seed * 31 + (uint64_t)d);
+
+		if (r < 0) {
+			fprintf(stderr, "%s: cannot start the %s backend on loopback: %s\n",
+				cli_prog, dep_name[d], strerror(-r));
+			while (d-- > 0)
+				backend_stop(&be[d]);
+			return r;
+		}
+	}
+	return 0;
 }
 
 void backend_set_latency(struct backend *b, double latency_s)
