@@ -32,6 +32,7 @@
 #include "bulkhead/cluster.h"
 #include "redis_harness.h"
 #include "machine.h"
+#include "stats.h"
 #include "lib/vdso.h"
 
 static struct redis_srv srv;
@@ -43,19 +44,6 @@ static const char *fresh_name(char *buf, size_t len)
 {
 	snprintf(buf, len, "bench%u-%d", ++seq, (int)getpid());
 	return buf;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
 }
 
 static bulkhead_t *open_cluster(const char *name, uint32_t limit, uint64_t lease, uint32_t flags)
@@ -132,9 +120,9 @@ static void bench_pair(void)
 		rr[r] = c[r] / p[r];
 		fl[r] = (p[r] + v[r]) / p[r];
 	}
-	double ratio = median(rr, reps), floor_ratio = median(fl, reps);
-	double mp = median(p, reps), mc = median(c, reps), mk = median(k, reps);
-	double mv = median(v, reps);
+	double ratio = bench_median(rr, reps), floor_ratio = bench_median(fl, reps);
+	double mp = bench_median(p, reps), mc = bench_median(c, reps), mk = bench_median(k, reps);
+	double mv = bench_median(v, reps);
 
 	printf("1. uncontended try+release pair (median of %d)\n", reps);
 	printf("   plain bulkhead                    %6.2f ns\n", mp);

@@ -26,6 +26,7 @@
 
 #include "bulkhead.h"
 #include "machine.h"
+#include "stats.h"
 
 /* ---- anchors ------------------------------------------------------------- */
 
@@ -237,17 +238,6 @@ static inline void lim_release(struct lim *l)
 }
 
 /* ---- measurement --------------------------------------------------------------- */
-
-static double median(double *v, int n)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-			double t = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* ns per try+release pair on one thread, nobody else around. */
 static double uncontended_ns(enum impl kind, long iters)
@@ -561,7 +551,7 @@ int main(int argc, char **argv)
 		if (k == I_TICKET)
 			continue;
 		memcpy(rs, un[k], sizeof(double) * (size_t)reps);
-		unm[k] = median(rs, reps);
+		unm[k] = bench_median(rs, reps);
 		printf("  %-22s %7.2f\n", impl_name[k], unm[k]);
 	}
 	/* pair_ratio[bh][anchor]: unfair/fair against sem_t, 2 bare CAS, 2 bare xadd */
@@ -571,7 +561,7 @@ int main(int argc, char **argv)
 		for (int a = 0; a < 3; a++) {
 			for (int i = 0; i < reps; i++)
 				rs[i] = un[I_BH_UNFAIR + b][i] / un[anchors[a]][i];
-			pr[b][a] = median(rs, reps);
+			pr[b][a] = bench_median(rs, reps);
 		}
 	bool pair_sem = pr[0][0] <= 1.0 && pr[1][0] <= 1.0;
 	bool pair_cas = pr[0][1] <= 1.15 && pr[1][1] <= 1.15;
@@ -598,7 +588,7 @@ int main(int argc, char **argv)
 		printf("  %-22s", impl_name[k]);
 		for (int j = 0; j < 4; j++) {
 			memcpy(rs, runs[k][j], sizeof(double) * (size_t)reps);
-			printf(" %9.3f", median(rs, reps) / 1e6);
+			printf(" %9.3f", bench_median(rs, reps) / 1e6);
 		}
 		printf("\n");
 	}
@@ -611,7 +601,7 @@ int main(int argc, char **argv)
 		for (int j = 0; j < 4; j++) {
 			for (int i = 0; i < reps; i++)
 				rs[i] = runs[cnum[c2]][j][i] / runs[cden[c2]][j][i];
-			cr[c2][j] = median(rs, reps);
+			cr[c2][j] = bench_median(rs, reps);
 			printf(" %9.2f", cr[c2][j]);
 		}
 		printf("\n");
@@ -642,7 +632,7 @@ int main(int argc, char **argv)
 
 			for (int q = 0; q < 2; q++) {
 				memcpy(rs, ho[k][j][q], sizeof(double) * (size_t)reps);
-				m[q] = median(rs, reps);
+				m[q] = bench_median(rs, reps);
 			}
 			char cell[40];
 
@@ -658,7 +648,7 @@ int main(int argc, char **argv)
 		for (int q = 0; q < 2; q++) {
 			for (int i = 0; i < reps; i++)
 				rs[i] = ratio_or0(ho[0][j][q][i], ho[1][j][q][i]);
-			m[q] = median(rs, reps);
+			m[q] = bench_median(rs, reps);
 		}
 		char cell[40];
 

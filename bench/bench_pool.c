@@ -35,6 +35,7 @@
 #include "bulkhead/pool.h"
 #include "pool/pool_internal.h" /* bhp_create, for the no-polling variant */
 #include "machine.h"
+#include "stats.h"
 
 static unsigned opt_threads = 2, opt_submitters = 1, opt_queue = 1024, opt_rounds = 5;
 static unsigned opt_iters = 20000, opt_tasks = 400000;
@@ -385,19 +386,6 @@ static double measure_tput(enum impl kind, unsigned total, unsigned submitters)
 
 /* ---- driver ------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
-
 enum metric { M_HO50, M_HO99, M_HS50, M_HS99, M_CALL50, M_CALL99, M_TPUT, M_COUNT };
 
 int main(int argc, char **argv)
@@ -463,11 +451,11 @@ int main(int argc, char **argv)
 			for (unsigned r = 0; r < opt_rounds; r++)
 				v[r] = m == M_TPUT ? res[k][m][r] / res[I_MC][m][r]
 						   : res[I_MC][m][r] / res[k][m][r];
-			ratio[k][m] = median(v, opt_rounds);
+			ratio[k][m] = bench_median(v, opt_rounds);
 		}
 	for (int k = 0; k < I_COUNT; k++)
 		for (int m = 0; m < M_COUNT; m++)
-			med[k][m] = median(res[k][m], opt_rounds);
+			med[k][m] = bench_median(res[k][m], opt_rounds);
 	printf("%-26s %21s %21s %21s %12s\n", "", "handoff ns p50/p99", "handoff,slept p50/p99",
 	       "call ns p50/p99", "tasks/s");
 	for (int k = 0; k < I_COUNT; k++)

@@ -31,6 +31,7 @@
 #include "bulkhead.h"
 #include "bulkhead/shm.h"
 #include "machine.h"
+#include "stats.h"
 
 enum impl { I_SHM, I_LOCAL, I_SEM, I_SYSV, I_COUNT };
 
@@ -159,18 +160,6 @@ static inline void lim_release(struct lim *l)
 }
 
 /* ---- measuring --------------------------------------------------------------- */
-
-static double median(double *v, int n)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-			double t = v[j];
-
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* ns per try+release pair on one thread, nobody else around. */
 static double uncontended_ns(enum impl kind, long iters)
@@ -390,11 +379,11 @@ int main(int argc, char **argv)
 		v[3][r] = cont[1][I_SHM][r] / cont[1][I_SEM][r];
 	}
 	for (int i = 0; i < 4; i++)
-		rr[i] = median(v[i], reps);
+		rr[i] = bench_median(v[i], reps);
 	for (int k = 0; k < I_COUNT; k++) {
-		mp[k] = median(pair[k], reps);
+		mp[k] = bench_median(pair[k], reps);
 		for (int p = 0; p < 2; p++)
-			mc[p][k] = median(cont[p][k], reps);
+			mc[p][k] = bench_median(cont[p][k], reps);
 	}
 	printf("bench_shm: %d rounds; contended: 2 processes x 4 threads (process-local: 1 x 8),"
 	       " ~100 ns held\n",

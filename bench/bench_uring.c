@@ -47,6 +47,7 @@
 #include "bulkhead.h"
 #include "bulkhead/uring.h"
 #include "machine.h"
+#include "stats.h"
 
 struct req {
 	struct bh_uring_op op;
@@ -316,19 +317,6 @@ static double run(int m, unsigned long nops, unsigned per_batch)
 	return (double)(bh_now_ns() - t0) / (double)(batches * per_batch);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
-
 /* The median over the rounds of ns[m] / ns[base]. */
 static double ratio(double ns[][128], int m, int base, int rounds)
 {
@@ -336,7 +324,7 @@ static double ratio(double ns[][128], int m, int base, int rounds)
 
 	for (int i = 0; i < rounds; i++)
 		v[i] = ns[base][i] > 0 ? ns[m][i] / ns[base][i] : 0;
-	return median(v, rounds);
+	return bench_median(v, rounds);
 }
 
 static void usage(const char *argv0)
@@ -487,7 +475,7 @@ int main(int argc, char **argv)
 		}
 	for (int m = 0; m < N_MODES; m++) {
 		memcpy(v, ns[m], sizeof(double) * (size_t)rounds);
-		med[m] = median(v, rounds);
+		med[m] = bench_median(v, rounds);
 	}
 	printf("NOP, depth %u, %lu ops x %d rounds (median ns/op; ratios: median of per-round"
 	       " ratios):\n",
