@@ -352,6 +352,65 @@ static void test_timeout_racing_grant_keeps_permit(void **state)
 	}
 }
 
+/* The other order of the lost-wakeup race: the holder's release lands after
+ * the acquire's fast path failed and before the acquire registers in the
+ * queue. The clock read that stamps the enqueue time sits in that window, so
+ * the release is played from there. Registration decides on the same word
+ * as the release: it finds the permit free and takes it, and nobody queues
+ * or sleeps (a registration that queued anyway would sleep with the permit
+ * free, and the hook below fails the test at its first wait). */
+static bool release_at_clock;
+
+static uint64_t now_releasing(void *ctx)
+{
+	struct fake_sync *f = ctx;
+
+	if (release_at_clock) {
+		release_at_clock = false;
+		assert_int_equal(stats_of(f->bh).in_flight, 1); /* still held: the window */
+		assert_int_equal(bh_release(f->bh, 1), 0);
+	}
+	return fake_now(ctx);
+}
+
+static int hook_no_wait(struct fake_sync *f, unsigned call)
+{
+	(void)f;
+	(void)call;
+	fail_msg("the acquire queued and waited with the permit free");
+	return 0;
+}
+
+static void test_release_before_registration(void **state)
+{
+	(void)state;
+	for (int fair = 0; fair <= 1; fair++) {
+		bulkhead_t *bh = make_bh(1, 4, fair ? BH_FAIR : 0);
+		struct fake_sync f;
+		struct bh_stats st;
+
+		fake_install(&f, bh, hook_no_wait);
+		f.ops.now = now_releasing;
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		release_at_clock = true;
+		assert_int_equal(bh_acquire(bh, 1, 5000), 0);
+		assert_false(release_at_clock); /* the release was played */
+		st = stats_of(bh);
+		assert_int_equal(f.waits, 0);
+		assert_int_equal(f.wakes, 0);
+		assert_int_equal(st.queued, 0);
+		assert_int_equal(st.in_flight, 1);
+		assert_int_equal(st.acquired, 2);
+		assert_int_equal(st.released, 1);
+		assert_int_equal(st.rejected, 0);
+		assert_int_equal(st.timed_out, 0);
+		assert_int_equal(st.wait.count, 0); /* never queued */
+		assert_int_equal(bh_release(bh, 1), 0);
+		assert_int_equal(stats_of(bh).in_flight, 0);
+		bh_destroy(bh);
+	}
+}
+
 static int hook_timeout_only(struct fake_sync *f, unsigned call)
 {
 	(void)f;
@@ -1509,6 +1568,7 @@ int main(void)
 		cmocka_unit_test(test_word_fields_at_their_ends),
 		cmocka_unit_test(test_over_release_changes_nothing),
 		cmocka_unit_test(test_timeout_racing_grant_keeps_permit),
+		cmocka_unit_test(test_release_before_registration),
 		cmocka_unit_test(test_timeout_then_release_goes_to_pool),
 		cmocka_unit_test(test_timeout_vs_grant_rounds),
 		cmocka_unit_test(test_woken_head_leaving_takes_mark),
