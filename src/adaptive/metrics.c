@@ -2,59 +2,24 @@
  * set, measured and why (families in include/bulkhead/adaptive.h). A cold
  * path: one bh_adaptive_stats per controller, formatted like snprintf. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bha.h"
-#include "lib/utf8.h"
+#include "lib/textout.h"
 
-struct out {
-	char *buf;
-	size_t len, pos;
-};
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct out *o, const char *fmt, ...)
+/* The name label, escaped as Prometheus wants (bhi_put_label). */
+static void put_name(struct bhi_out *o, const bh_adaptive_t *a)
 {
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(o->pos < o->len ? o->buf + o->pos : NULL, o->pos < o->len ? o->len - o->pos : 0,
-		      fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		o->pos += (size_t)n;
+	bhi_put(o, "name=\"");
+	bhi_put_label(o, a->name ? a->name : "adaptive");
+	bhi_put(o, "\"");
 }
 
-/* The name label, escaped as Prometheus wants (backslash, quote, newline);
- * a byte that is not UTF-8 becomes U+FFFD (lib/utf8.h says why). */
-static void put_name(struct out *o, const bh_adaptive_t *a)
+static void put_secs(struct bhi_out *o, uint64_t ns)
 {
-	const char *s = a->name ? a->name : "adaptive";
-
-	put(o, "name=\"");
-	while (*s) {
-		size_t n = bhi_utf8_len(s);
-
-		if (*s == '\\' || *s == '"')
-			put(o, "\\%c", *s);
-		else if (*s == '\n')
-			put(o, "\\n");
-		else if (n == 0)
-			put(o, BHI_UTF8_REPLACEMENT);
-		else
-			put(o, "%.*s", (int)n, s);
-		s += n ? n : 1;
-	}
-	put(o, "\"");
-}
-
-static void put_secs(struct out *o, uint64_t ns)
-{
-	put(o, "%llu.%09llu", (unsigned long long)(ns / BH_SEC), (unsigned long long)(ns % BH_SEC));
+	bhi_put(o, "%llu.%09llu", (unsigned long long)(ns / BH_SEC), (unsigned long long)(ns % BH_SEC));
 }
 
 enum { F_LIMIT, F_BASELINE, F_SAMPLE, F_PEAK, F_PROBING, F_REASON, F_CHANGES, F_WINDOWS,
@@ -78,7 +43,7 @@ static const struct family fam[F_COUNT] = {
 
 /* The families with labels: the reason in force, one series per reason or
  * per outcome. False for a family without. */
-static bool put_labelled(struct out *o, unsigned f, bh_adaptive_t *c,
+static bool put_labelled(struct bhi_out *o, unsigned f, bh_adaptive_t *c,
 			 const struct bh_adaptive_stats *s)
 {
 	const uint64_t by_outcome[] = { s->ok, s->dropped, s->ignored, s->discarded };
@@ -86,55 +51,55 @@ static bool put_labelled(struct out *o, unsigned f, bh_adaptive_t *c,
 
 	switch (f) {
 	case F_REASON:
-		put(o, "%s{", fam[f].name);
+		bhi_put(o, "%s{", fam[f].name);
 		put_name(o, c);
-		put(o, ",reason=\"%s\"} 1\n", bh_adaptive_reason_name(s->reason));
+		bhi_put(o, ",reason=\"%s\"} 1\n", bh_adaptive_reason_name(s->reason));
 		return true;
 	case F_CHANGES:
 		for (unsigned r = 0; r < BH_ADAPTIVE_NREASONS; r++) {
-			put(o, "%s{", fam[f].name);
+			bhi_put(o, "%s{", fam[f].name);
 			put_name(o, c);
-			put(o, ",reason=\"%s\"} %llu\n", bh_adaptive_reason_name(r),
+			bhi_put(o, ",reason=\"%s\"} %llu\n", bh_adaptive_reason_name(r),
 			    (unsigned long long)atomic_load_explicit(&c->s_by_reason[r],
 								     memory_order_relaxed));
 		}
 		return true;
 	case F_SAMPLES:
 		for (unsigned k = 0; k < 4; k++) {
-			put(o, "%s{", fam[f].name);
+			bhi_put(o, "%s{", fam[f].name);
 			put_name(o, c);
-			put(o, ",outcome=\"%s\"} %llu\n", outcome[k], (unsigned long long)by_outcome[k]);
+			bhi_put(o, ",outcome=\"%s\"} %llu\n", outcome[k], (unsigned long long)by_outcome[k]);
 		}
 		return true;
 	}
 	return false;
 }
 
-static void put_plain(struct out *o, unsigned f, bh_adaptive_t *c,
+static void put_plain(struct bhi_out *o, unsigned f, bh_adaptive_t *c,
 		      const struct bh_adaptive_stats *s)
 {
-	put(o, "%s{", fam[f].name);
+	bhi_put(o, "%s{", fam[f].name);
 	put_name(o, c);
-	put(o, "} ");
+	bhi_put(o, "} ");
 	if (f == F_LIMIT)
-		put(o, "%u", s->limit);
+		bhi_put(o, "%u", s->limit);
 	else if (f == F_BASELINE)
 		put_secs(o, s->baseline_ns);
 	else if (f == F_SAMPLE)
 		put_secs(o, s->sample_ns);
 	else if (f == F_PEAK)
-		put(o, "%u", s->window_peak);
+		bhi_put(o, "%u", s->window_peak);
 	else if (f == F_PROBING)
-		put(o, "%u", s->probing);
+		bhi_put(o, "%u", s->probing);
 	else
-		put(o, "%llu", (unsigned long long)s->windows);
-	put(o, "\n");
+		bhi_put(o, "%llu", (unsigned long long)s->windows);
+	bhi_put(o, "\n");
 }
 
-static void family(struct out *o, unsigned f, bh_adaptive_t *const *ctl,
+static void family(struct bhi_out *o, unsigned f, bh_adaptive_t *const *ctl,
 		   const struct bh_adaptive_stats *st, size_t n)
 {
-	put(o, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name, fam[f].type);
+	bhi_put(o, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name, fam[f].type);
 	for (size_t i = 0; i < n; i++)
 		if (!put_labelled(o, f, ctl[i], &st[i]))
 			put_plain(o, f, ctl[i], &st[i]);
@@ -144,7 +109,7 @@ ssize_t bh_adaptive_metrics_prometheus(bh_adaptive_t *const *ctl, size_t n, char
 				       size_t len)
 {
 	struct bh_adaptive_stats *st;
-	struct out o = { buf, len, 0 };
+	struct bhi_out o = { .buf = buf, .len = len };
 	int saved = errno; /* the library never sets errno */
 
 	if ((!ctl && n) || (!buf && len))

@@ -1,70 +1,23 @@
 /* Metrics export. Cold path: snapshots are taken with bh_stats (heap, one
  * per bulkhead) and formatted into a buffer or a stream. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bulkhead/metrics.h"
 #include "core/layer.h"
+#include "lib/textout.h"
 #include "lib/utf8.h"
 
-/* Where text goes: a caller's buffer (counting what would not fit, like
- * snprintf) or a stream. */
-struct out {
-	char *buf;
-	size_t len, pos;
-	FILE *f;
-	int err;
-};
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct out *o, const char *fmt, ...)
+static void put_char(struct bhi_out *o, char c)
 {
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	if (o->f) {
-		if (vfprintf(o->f, fmt, ap) < 0)
-			o->err = -EIO;
-	} else {
-		n = vsnprintf(o->pos < o->len ? o->buf + o->pos : NULL,
-			      o->pos < o->len ? o->len - o->pos : 0, fmt, ap);
-		if (n > 0)
-			o->pos += (size_t)n;
-	}
-	va_end(ap);
-}
-
-static void put_char(struct out *o, char c)
-{
-	put(o, "%c", c);
-}
-
-/* Prometheus label values escape backslash, double quote and newline; a
- * byte that is not UTF-8 becomes U+FFFD (lib/utf8.h says why). */
-static void put_label(struct out *o, const char *s)
-{
-	while (*s) {
-		size_t n = bhi_utf8_len(s);
-
-		if (*s == '\\' || *s == '"')
-			put(o, "\\%c", *s);
-		else if (*s == '\n')
-			put(o, "\\n");
-		else if (n == 0)
-			put(o, BHI_UTF8_REPLACEMENT);
-		else
-			put(o, "%.*s", (int)n, s);
-		s += n ? n : 1;
-	}
+	bhi_put(o, "%c", c);
 }
 
 /* JSON strings escape quote, backslash and every control character; a
  * byte that is not UTF-8 becomes U+FFFD. */
-static void put_json_string(struct out *o, const char *s)
+static void put_json_string(struct bhi_out *o, const char *s)
 {
 	put_char(o, '"');
 	while (*s) {
@@ -72,13 +25,13 @@ static void put_json_string(struct out *o, const char *s)
 		size_t n = bhi_utf8_len(s);
 
 		if (c == '"' || c == '\\')
-			put(o, "\\%c", c);
+			bhi_put(o, "\\%c", c);
 		else if (c < 0x20)
-			put(o, "\\u%04x", c);
+			bhi_put(o, "\\u%04x", c);
 		else if (n == 0)
-			put(o, "\\ufffd");
+			bhi_put(o, "\\ufffd");
 		else
-			put(o, "%.*s", (int)n, s);
+			bhi_put(o, "%.*s", (int)n, s);
 		s += n ? n : 1;
 	}
 	put_char(o, '"');
@@ -234,16 +187,16 @@ static const struct histo histos[] = {
 	  true },
 };
 
-static void put_head(struct out *o, const char *name, const char *type, const char *help)
+static void put_head(struct bhi_out *o, const char *name, const char *type, const char *help)
 {
-	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	bhi_put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void put_sample_start(struct out *o, const char *metric, const char *suffix,
+static void put_sample_start(struct bhi_out *o, const char *metric, const char *suffix,
 			     const char *name)
 {
-	put(o, "%s%s{name=\"", metric, suffix);
-	put_label(o, name);
+	bhi_put(o, "%s%s{name=\"", metric, suffix);
+	bhi_put_label(o, name);
 	put_char(o, '"');
 }
 
@@ -254,7 +207,7 @@ static uint64_t field(const void *stats, size_t offset)
 
 /* One family per row of the table, one sample per source: stats[i] is
  * source i's stats struct, stride bytes apart; names[i] its name. */
-static void put_scalars(struct out *o, const struct scalar *table, size_t rows,
+static void put_scalars(struct bhi_out *o, const struct scalar *table, size_t rows,
 			const void *stats, size_t stride, const char *const *names, size_t n)
 {
 	if (n == 0)
@@ -263,7 +216,7 @@ static void put_scalars(struct out *o, const struct scalar *table, size_t rows,
 		put_head(o, table[k].name, table[k].type, table[k].help);
 		for (size_t i = 0; i < n; i++) {
 			put_sample_start(o, table[k].name, "", names[i]);
-			put(o, "} %llu\n",
+			bhi_put(o, "} %llu\n",
 			    (unsigned long long)field((const char *)stats + i * stride,
 						      table[k].offset));
 		}
@@ -272,7 +225,7 @@ static void put_scalars(struct out *o, const struct scalar *table, size_t rows,
 
 /* Nanoseconds as exact decimal seconds, trailing zeros trimmed: a bucket
  * bound printed with %g would round, and "le" must be the real bound. */
-static void put_seconds(struct out *o, uint64_t ns)
+static void put_seconds(struct bhi_out *o, uint64_t ns)
 {
 	char frac[10];
 	int n = 9;
@@ -280,7 +233,7 @@ static void put_seconds(struct out *o, uint64_t ns)
 	snprintf(frac, sizeof(frac), "%09llu", (unsigned long long)(ns % BH_SEC));
 	while (n > 0 && frac[n - 1] == '0')
 		frac[--n] = '\0';
-	put(o, "%llu%s%s", (unsigned long long)(ns / BH_SEC), n ? "." : "", frac);
+	bhi_put(o, "%llu%s%s", (unsigned long long)(ns / BH_SEC), n ? "." : "", frac);
 }
 
 /* One boundary per power of two: the fine buckets below it add up exactly.
@@ -288,7 +241,7 @@ static void put_seconds(struct out *o, uint64_t ns)
  * the buckets below 2^k ns hold exactly the observations <= 2^k - 1 ns: that
  * is the "le" (less or equal) bound, and an observation of exactly 2^k ns
  * is counted from the next bound on, as it must be. */
-static void put_histogram(struct out *o, const char *name, const char *bh,
+static void put_histogram(struct bhi_out *o, const char *name, const char *bh,
 			  const struct bh_hist *h)
 {
 	uint64_t cum = 0, upper;
@@ -302,16 +255,16 @@ static void put_histogram(struct out *o, const char *name, const char *bh,
 			cum += h->buckets[b];
 		}
 		put_sample_start(o, name, "_bucket", bh);
-		put(o, ",le=\"");
+		bhi_put(o, ",le=\"");
 		put_seconds(o, (1ull << shift) - 1);
-		put(o, "\"} %llu\n", (unsigned long long)cum);
+		bhi_put(o, "\"} %llu\n", (unsigned long long)cum);
 	}
 	put_sample_start(o, name, "_bucket", bh);
-	put(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)h->count);
+	bhi_put(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)h->count);
 	put_sample_start(o, name, "_sum", bh);
-	put(o, "} %.9f\n", (double)h->sum_ns / 1e9);
+	bhi_put(o, "} %.9f\n", (double)h->sum_ns / 1e9);
 	put_sample_start(o, name, "_count", bh);
-	put(o, "} %llu\n", (unsigned long long)h->count);
+	bhi_put(o, "} %llu\n", (unsigned long long)h->count);
 }
 
 /* Names for put_scalars, in source order. */
@@ -325,7 +278,7 @@ static const char **names_of(const struct snaps *s, bool pools)
 	return v;
 }
 
-static void put_histograms(struct out *o, const struct snaps *s)
+static void put_histograms(struct bhi_out *o, const struct snaps *s)
 {
 	for (size_t k = 0; k < sizeof(histos) / sizeof(histos[0]); k++) {
 		const struct histo *m = &histos[k];
@@ -346,12 +299,12 @@ static void put_histograms(struct out *o, const struct snaps *s)
 
 /* ---- series added by layers (src/core/layer.h) ------------------------------------ */
 
-static void put_layer_value(struct out *o, const struct bhi_layer_metric *m)
+static void put_layer_value(struct bhi_out *o, const struct bhi_layer_metric *m)
 {
 	if (m->is_ns)
 		put_seconds(o, m->value);
 	else
-		put(o, "%llu", (unsigned long long)m->value);
+		bhi_put(o, "%llu", (unsigned long long)m->value);
 }
 
 static const struct bhi_layer_metric *find_layer_metric(const struct snap *b, const char *name)
@@ -364,7 +317,7 @@ static const struct bhi_layer_metric *find_layer_metric(const struct snap *b, co
 
 /* One family per name, in order of first appearance, with a sample for
  * every bulkhead that has it. */
-static void put_layer_families(struct out *o, const struct snaps *s)
+static void put_layer_families(struct bhi_out *o, const struct snaps *s)
 {
 	for (size_t i = 0; i < s->n_bh; i++) {
 		for (size_t k = 0; k < s->bh[i].n_layer; k++) {
@@ -382,7 +335,7 @@ static void put_layer_families(struct out *o, const struct snaps *s)
 				if (!v)
 					continue;
 				put_sample_start(o, m->name, "", s->bh[j].name);
-				put(o, "} ");
+				bhi_put(o, "} ");
 				put_layer_value(o, v);
 				put_char(o, '\n');
 			}
@@ -391,7 +344,7 @@ static void put_layer_families(struct out *o, const struct snaps *s)
 }
 
 /* The host-wide families, for the host-wide bulkheads among the sources. */
-static void put_host_scalars(struct out *o, const struct snaps *s)
+static void put_host_scalars(struct bhi_out *o, const struct snaps *s)
 {
 	bool any = false;
 
@@ -405,13 +358,13 @@ static void put_host_scalars(struct out *o, const struct snaps *s)
 			if (!s->bh[i].host)
 				continue;
 			put_sample_start(o, host_scalars[k].name, "", s->bh[i].name);
-			put(o, "} %llu\n",
+			bhi_put(o, "} %llu\n",
 			    (unsigned long long)field(&s->bh[i].st, host_scalars[k].offset));
 		}
 	}
 }
 
-static int prometheus(struct out *o, const struct snaps *s)
+static int prometheus(struct bhi_out *o, const struct snaps *s)
 {
 	const char **bh_names = names_of(s, false), **pool_names = names_of(s, true);
 	int r = 0;
@@ -433,20 +386,20 @@ static int prometheus(struct out *o, const struct snaps *s)
 
 /* ---- JSON ------------------------------------------------------------------------- */
 
-static void put_json_hist(struct out *o, const char *key, const struct bh_hist *h)
+static void put_json_hist(struct bhi_out *o, const char *key, const struct bh_hist *h)
 {
 	static const double q[] = { 0.5, 0.9, 0.99, 0.999 };
 	static const char *qname[] = { "p50", "p90", "p99", "p999" };
 
-	put(o, ",\"%s\":{\"count\":%llu,\"sum_seconds\":%.9f", key, (unsigned long long)h->count,
+	bhi_put(o, ",\"%s\":{\"count\":%llu,\"sum_seconds\":%.9f", key, (unsigned long long)h->count,
 	    (double)h->sum_ns / 1e9);
 	for (int i = 0; i < 4; i++)
-		put(o, ",\"%s\":%.9f", qname[i], (double)bh_hist_quantile(h, q[i]) / 1e9);
+		bhi_put(o, ",\"%s\":%.9f", qname[i], (double)bh_hist_quantile(h, q[i]) / 1e9);
 	put_char(o, '}');
 }
 
 /* "key":value pairs of a table, keys without the family prefix and _total. */
-static void put_json_fields(struct out *o, const struct scalar *table, size_t rows,
+static void put_json_fields(struct bhi_out *o, const struct scalar *table, size_t rows,
 			    const void *stats, const char *prefix)
 {
 	for (size_t k = 0; k < rows; k++) {
@@ -455,18 +408,18 @@ static void put_json_fields(struct out *o, const struct scalar *table, size_t ro
 
 		if (keylen > 6 && !strcmp(key + keylen - 6, "_total"))
 			keylen -= 6;
-		put(o, ",\"%.*s\":%llu", (int)keylen, key,
+		bhi_put(o, ",\"%.*s\":%llu", (int)keylen, key,
 		    (unsigned long long)field(stats, table[k].offset));
 	}
 }
 
-static int json(struct out *o, const struct snaps *s)
+static int json(struct bhi_out *o, const struct snaps *s)
 {
-	put(o, "{\"bulkheads\":[");
+	bhi_put(o, "{\"bulkheads\":[");
 	for (size_t i = 0; i < s->n_bh; i++) {
 		const struct bh_stats *st = &s->bh[i].st;
 
-		put(o, "%s{\"name\":", i ? "," : "");
+		bhi_put(o, "%s{\"name\":", i ? "," : "");
 		put_json_string(o, s->bh[i].name);
 		put_json_fields(o, SCALAR(scalars), st, "bulkhead_");
 		if (s->bh[i].host)
@@ -482,29 +435,29 @@ static int json(struct out *o, const struct snaps *s)
 
 			if (keylen > 6 && !strcmp(key + keylen - 6, "_total"))
 				keylen -= 6;
-			put(o, ",\"%.*s\":", (int)keylen, key);
+			bhi_put(o, ",\"%.*s\":", (int)keylen, key);
 			put_layer_value(o, m);
 		}
 		put_char(o, '}');
 	}
-	put(o, "],\"pools\":[");
+	bhi_put(o, "],\"pools\":[");
 	for (size_t i = 0; i < s->n_pool; i++) {
-		put(o, "%s{\"name\":", i ? "," : "");
+		bhi_put(o, "%s{\"name\":", i ? "," : "");
 		put_json_string(o, s->pool[i].name);
 		put_json_fields(o, SCALAR(pool_scalars), &s->pool[i].st, "bulkhead_pool_");
 		put_char(o, '}');
 	}
-	put(o, "]}\n");
+	bhi_put(o, "]}\n");
 	return 0;
 }
 
 /* ---- entry points ----------------------------------------------------------------- */
 
-typedef int format_fn(struct out *o, const struct snaps *s);
+typedef int format_fn(struct bhi_out *o, const struct snaps *s);
 
 static ssize_t to_buffer(const struct bh_metric_set *set, char *buf, size_t len, format_fn *fmt)
 {
-	struct out o = { .buf = buf, .len = buf ? len : 0 };
+	struct bhi_out o = { .buf = buf, .len = buf ? len : 0 };
 	struct snaps s;
 	int r;
 
@@ -521,7 +474,7 @@ static ssize_t to_buffer(const struct bh_metric_set *set, char *buf, size_t len,
 
 static int to_file(const struct bh_metric_set *set, FILE *f, format_fn *fmt)
 {
-	struct out o = { .f = f };
+	struct bhi_out o = { .f = f };
 	struct snaps s;
 	int r;
 
