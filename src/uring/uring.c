@@ -290,21 +290,6 @@ arm_singles(bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned 
 	return arm_many(t, &v, ops, got, bh, n, 1, sqes, 0);
 }
 
-/* The same for anything else with nothing to sample: chains, and rings of
- * 128-byte SQEs. A function of its own for the same reason, with a copy of
- * the loop for 64-byte SQEs. */
-static __attribute__((noinline)) unsigned
-arm_plain(bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned got,
-	  bulkhead_t *bh, uint32_t n, unsigned nr, struct io_uring_sqe **sqes)
-{
-	if (v.entry != 1)
-		return arm_many(t, &v, ops, got, bh, n, nr, sqes, 0);
-	v.entry = 1;
-	if (nr == 2) /* the commonest chain (a write and its read, an op and its timeout) */
-		return arm_many(t, &v, ops, got, bh, n, 2, sqes, 0);
-	return arm_many(t, &v, ops, got, bh, n, nr, sqes, 0);
-}
-
 /* Up to count idle ops, nr SQEs each (op i's are sqes[i * nr] on): one
  * update of bh when all fit. The batch ends before a record in use, and
  * the permits of the ops it could not arm go back. Inlined into each
@@ -342,8 +327,8 @@ get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh
 		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, start);
 	else if (BHI_LIKELY(nr == 1 && v.entry == 1))
 		armed = arm_singles(t, v, ops, (unsigned)got, bh, n, sqes);
-	else
-		armed = arm_plain(t, v, ops, (unsigned)got, bh, n, nr, sqes);
+	else /* a copy of the loop with no sampling in it */
+		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, 0);
 	if (armed < (unsigned)got)
 		bh_release(bh, n * ((unsigned)got - armed));
 	t->ring->sq.sqe_tail = idx + armed * nr;
@@ -624,28 +609,20 @@ track_next(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op *op,
 	if (!op || op->t != t)
 		return false;
 	c = counts_of(op);
-	if (BHI_LIKELY(c == counts_armed(1))) {
-		if (!next_op(v, op, 1, *sealed))
-			return false;
-		nr = 1; /* known here: its last SQE is its first */
-	} else if (c == counts_armed(2)) { /* the commonest chain, its loops unrolled */
-		if (!next_op(v, op, 2, *sealed))
-			return false;
-		nr = 2;
-	} else {
-		nr = op->nr;
-		if (c != counts_armed(nr) || !next_op(v, op, nr, *sealed))
-			return false;
-	}
+	nr = op->nr;
+	if (!(c == counts_armed(1) ? next_op(v, op, 1, *sealed)
+				    : c == counts_armed(nr) && next_op(v, op, nr, *sealed)))
+		return false;
 	op->state = OP_INFLIGHT;
 	*sealed = op->sqe_idx + nr - 1u; /* its last SQE */
 	return true;
 }
 
-/* Track ops[0..count) while they are such ops: how many. */
-static inline __attribute__((always_inline)) unsigned
-track_loop(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op **ops,
-	   unsigned count, unsigned *sealed)
+/* Track ops[0..count) while they are such ops: how many. A function of its
+ * own that calls nothing, so that the loop's values stay in registers. */
+static __attribute__((noinline)) unsigned
+track_run(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op **ops,
+	  unsigned count, unsigned *sealed)
 {
 	unsigned last = *sealed, i;
 
@@ -653,27 +630,6 @@ track_loop(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op **op
 		;
 	*sealed = last;
 	return i;
-}
-
-/* track_loop in a function of its own that calls nothing, with the view
- * passed by value: a copy whose address never escapes, so that its fields
- * stay in registers. Through a pointer, GCC 12 loaded four of them again
- * for every op, since the op's state store might have changed them. */
-static __attribute__((noinline)) unsigned
-track_run(const bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned count,
-	  unsigned *sealed)
-{
-	return track_loop(t, &v, ops, count, sealed);
-}
-
-/* track_run on a ring of 64-byte SQEs (the commonest), the entry size a
- * constant: no multiply per SQE. */
-static __attribute__((noinline)) unsigned
-track_run64(const bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned count,
-	    unsigned *sealed)
-{
-	v.entry = 1;
-	return track_loop(t, &v, ops, count, sealed);
 }
 
 /* An op track_run stopped at: misuse, an op whose SQEs are not next to the
@@ -707,8 +663,7 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 	v = sq_view(t);
 	sealed = v.head - 1; /* no SQE: the one before head is not pending */
 	while (i < count) {
-		unsigned run = v.entry == 1 ? track_run64(t, v, ops + i, count - i, &sealed)
-					    : track_run(t, v, ops + i, count - i, &sealed);
+		unsigned run = track_run(t, &v, ops + i, count - i, &sealed);
 
 		fast += run;
 		i += run;
