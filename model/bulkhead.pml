@@ -867,7 +867,11 @@ inline close()
 inline set_limit(m)
 {
 	lock();
+#ifdef MUTANT_resize_clears_closed
+	d_step { avail = avail + m - limit; limit = m; closed = 0 };
+#else
 	d_step { avail = avail + m - limit; limit = m };
+#endif
 #ifndef MUTANT_shrink_keeps_oversized
 	fail_waiters(m, R_INVAL);
 #endif
@@ -1100,6 +1104,15 @@ init
 		run waiter(2, 2, 1, 0);
 		run async_waiter(3, 2, 0);
 		nclients = 4
+#elif defined(CFG_close_resize)
+		/* a resize racing bh_close: the close must stay (every CAS on the
+		 * word rewrites only its own field) */
+		start(2, FAIR, 3);
+		hold(0, 2);
+		run holder_closer(0, 1, 1);
+		run waiter(1, 2, 0, 0);
+		run resizer(2, 2, 0);
+		nclients = 3
 #elif defined(CFG_resize)
 		/* shrink below queued requests, then grow */
 		start(2, FAIR, 3);
@@ -1118,7 +1131,7 @@ init
 		run waiter(2, 1, 1, 0);
 		nclients = 3
 #else
-#error "choose a configuration: -DCFG_basic, _weighted, _leave, _cancel, _close, _resize, _prewake"
+#error "choose a configuration: -DCFG_basic, _weighted, _leave, _cancel, _close, _close_resize, _resize, _prewake"
 #endif
 	};
 	done == nclients;
