@@ -204,6 +204,9 @@ void service_gauges(struct service *s, struct service_gauges *g);
  * the library refused (must be 0). */
 uint64_t service_stop(struct service *s);
 
+/* A TCP connection to port on loopback, Nagle off: the fd, or -errno. */
+int demo_connect_loopback(uint16_t port);
+
 /* ---- reporting (demo_report.c) ----------------------------------------- */
 
 struct dep_tick {

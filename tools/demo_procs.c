@@ -4,8 +4,6 @@
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,24 +39,6 @@ static void nap(uint64_t ns)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-}
-
-static int connect_payment(uint16_t port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int e = -errno;
-
-		close(fd);
-		return e;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
 }
 
 /* One request, its answer checked; 0 or -errno (the connection is then
@@ -115,7 +95,7 @@ static void *wthread_main(void *arg)
 		}
 		atomic_fetch_add_explicit(&w->slot->held, 1, memory_order_relaxed);
 		if (fd < 0)
-			fd = connect_payment(w->port);
+			fd = demo_connect_loopback(w->port);
 		r = fd < 0 ? fd : call_payment(fd, w->id++, w->call_timeout_ns);
 		atomic_fetch_sub_explicit(&w->slot->held, 1, memory_order_relaxed);
 		bh_release(w->bh, 1);

@@ -172,7 +172,7 @@ static void drop_conn(int *fd)
 	*fd = -1;
 }
 
-static int connect_loopback(uint16_t port)
+int demo_connect_loopback(uint16_t port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -251,7 +251,7 @@ static int dep_call(struct worker *w, enum dep d, uint64_t id, uint64_t deadline
 	int len = snprintf(req, sizeof(req), "%" PRIu64 "\n", id), r;
 
 	if (w->fd[d] < 0) {
-		w->fd[d] = connect_loopback(s->p.port[d]);
+		w->fd[d] = demo_connect_loopback(s->p.port[d]);
 		if (w->fd[d] < 0) {
 			r = w->fd[d];
 			w->fd[d] = -1;
