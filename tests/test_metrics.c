@@ -257,6 +257,108 @@ static void test_hold_slot_recycled(void **state)
 	bh_destroy(bh);
 }
 
+/* More live threads than the bulkhead has slots: the threads beyond them
+ * count on the shared slot, and still have their holds measured (a hold
+ * needs the thread's own count, kept by thread index, not in a slot). */
+struct parked {
+	bulkhead_t *other; /* a call on it gives the thread its index */
+	pthread_barrier_t *in, *out;
+};
+
+static void *park(void *p)
+{
+	struct parked *k = p;
+
+	assert_int_equal(bh_try_acquire(k->other, 1), 0);
+	assert_int_equal(bh_release(k->other, 1), 0);
+	pthread_barrier_wait(k->in);
+	pthread_barrier_wait(k->out);
+	return NULL;
+}
+
+static void *ten_holds_without_a_slot(void *p)
+{
+	bulkhead_t *bh = p;
+
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0);
+	}
+	assert_true(bhi_tindex - 1u >= bh->nslots); /* the case under test */
+	return NULL;
+}
+
+static void test_hold_without_a_slot(void **state)
+{
+	bulkhead_t *bh = make_bh(4, 0, BH_TRACK_HOLD);
+	unsigned n = bh->nslots + 1;
+	bulkhead_t *other = make_bh(n, 0, 0); /* every parked thread's permit at once */
+	pthread_t *parked = calloc(n, sizeof(*parked)), t;
+	pthread_barrier_t in, out;
+	struct parked k = { other, &in, &out };
+
+	(void)state;
+	assert_non_null(parked);
+	pthread_barrier_init(&in, NULL, n + 1);
+	pthread_barrier_init(&out, NULL, n + 1);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(pthread_create(&parked[i], NULL, park, &k), 0);
+	pthread_barrier_wait(&in); /* every slot's index is taken by a live thread */
+	assert_int_equal(pthread_create(&t, NULL, ten_holds_without_a_slot, bh), 0);
+	pthread_join(t, NULL);
+	pthread_barrier_wait(&out);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(parked[i], NULL);
+	assert_int_equal(stats_of(bh).hold.count, 10);
+	assert_int_equal(stats_of(bh).acquired, 10);
+	pthread_barrier_destroy(&in);
+	pthread_barrier_destroy(&out);
+	free(parked);
+	bh_destroy(other);
+	bh_destroy(bh);
+}
+
+/* A permit this thread took and another thread gave back leaves this
+ * thread's own count one too high: its next take finds the count larger
+ * than the bulkhead has in flight, and starts afresh, so its later holds
+ * are measured. */
+static void *release_one(void *bh)
+{
+	assert_int_equal(bh_release(bh, 1), 0);
+	return NULL;
+}
+
+static void test_hold_after_release_elsewhere(void **state)
+{
+	bulkhead_t *bh = make_bh(4, 0, BH_TRACK_HOLD);
+	struct fake_sync f;
+	pthread_t t;
+
+	(void)state;
+	fake_install(&f, bh, NULL);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, release_one, bh), 0);
+	pthread_join(t, NULL); /* measures nothing */
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		f.now += BH_MSEC;
+		assert_int_equal(bh_release(bh, 1), 0);
+	}
+	/* nested, with another thread's permit in flight: one hold of 3 ms */
+	assert_int_equal(pthread_create(&t, NULL, acquire_one, bh), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	f.now += BH_MSEC;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	f.now += 2 * BH_MSEC;
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 2), 0);
+	assert_int_equal(stats_of(bh).hold.count, 6);
+	assert_int_equal(stats_of(bh).hold.sum_ns, 8 * BH_MSEC);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	bh_destroy(bh);
+}
+
 static void test_no_stats_flag(void **state)
 {
 	bulkhead_t *bh = make_bh(1, 0, BH_NO_STATS);
@@ -797,6 +899,8 @@ int main(void)
 		cmocka_unit_test(test_async_waits_recorded),
 		cmocka_unit_test(test_hold_tracking),
 		cmocka_unit_test(test_hold_slot_recycled),
+		cmocka_unit_test(test_hold_without_a_slot),
+		cmocka_unit_test(test_hold_after_release_elsewhere),
 		cmocka_unit_test(test_no_stats_flag),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_prometheus_round_trip),

@@ -1337,6 +1337,34 @@ static void test_hold_and_metrics(void **state)
 	shm_done(bh, name);
 }
 
+/* A permit this thread took and another gave back leaves this thread's
+ * count too high; its next take sees more than the host has in flight and
+ * starts afresh, so its later holds are measured. */
+static void *give_one(void *bh)
+{
+	assert_int_equal(bh_release(bh, 1), 0);
+	return NULL;
+}
+
+static void test_hold_after_release_elsewhere(void **state)
+{
+	const char *name = uniq("holdx");
+	bulkhead_t *bh = shm_make(name, 3, 2, BH_TRACK_HOLD);
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, give_one, bh), 0);
+	pthread_join(t, NULL); /* measures nothing */
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0);
+	}
+	assert_int_equal(stats_of(bh).hold.count, 5);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	shm_done(bh, name);
+}
+
 /* Every way the core hands a host-wide handle to its layer (try, acquire,
  * release), on a thread's first call and later ones, a release moved to
  * another thread, refusals and over-release, with each flag the layer's
@@ -1479,6 +1507,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
 		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
 		cmocka_unit_test(test_hold_and_metrics),
+		cmocka_unit_test(test_hold_after_release_elsewhere),
 		cmocka_unit_test(test_every_entry_each_flag),
 		cmocka_unit_test(test_async_take_begins_hold),
 		cmocka_unit_test(test_segment_limits),

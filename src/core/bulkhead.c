@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "layer.h"
+#include "lib/hold.h"
 #include "shm/dispatch.h"
 
 /* ---- create / destroy / hooks ------------------------------------------ */
@@ -53,13 +54,24 @@ static void set_name(struct bulkhead *bh, const char *name)
 		snprintf(bh->name, sizeof(bh->name), "bulkhead-%llu", (unsigned long long)bh->id);
 }
 
+static void free_bulkhead(struct bulkhead *bh)
+{
+	free(bh->hold);
+	free(bh->holds);
+	bhi_free_aligned(bh);
+}
+
+/* With BH_TRACK_HOLD, a hold record for every thread index: 96 KiB of
+ * address space, of which a page is touched per 170 indices in use. */
 static struct bulkhead *alloc_bulkhead(size_t size, bool hold)
 {
 	int saved = errno; /* the library never sets errno, even on ENOMEM */
 	struct bulkhead *bh = bhi_zalloc_aligned(size, BHI_CACHELINE);
 
-	if (bh && hold && !(bh->hold = calloc(BHI_HOLD_SHARDS, sizeof(*bh->hold)))) {
-		bhi_free_aligned(bh);
+	if (bh && hold &&
+	    (!(bh->hold = calloc(BHI_HOLD_SHARDS, sizeof(*bh->hold))) ||
+	     !(bh->holds = calloc(BHI_TINDEX_MAX, sizeof(*bh->holds))))) {
+		free_bulkhead(bh);
 		bh = NULL;
 	}
 	errno = saved;
@@ -81,8 +93,7 @@ int bh_create(const struct bh_config *cfg, bulkhead_t **out)
 	if (!bh)
 		return -ENOMEM;
 	if (pthread_mutex_init(&bh->lock, NULL) != 0) {
-		free(bh->hold);
-		bhi_free_aligned(bh);
+		free_bulkhead(bh);
 		return -ENOMEM;
 	}
 	set_name(bh, cfg->name);
@@ -109,8 +120,7 @@ void bh_destroy(bulkhead_t *bh)
 		return;
 	}
 	pthread_mutex_destroy(&bh->lock);
-	free(bh->hold);
-	bhi_free_aligned(bh);
+	free_bulkhead(bh);
 }
 
 const char *bh_name(const bulkhead_t *bh)

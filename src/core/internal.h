@@ -51,10 +51,6 @@ struct bhi_queue_obs {
  * plain load+store counts without a locked instruction. */
 struct bhi_slot {
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_SLOT_COUNTERS];
-	/* BH_TRACK_HOLD: permits this thread holds, and since when it went
-	 * from holding none (0: no clean pair to measure). Owner-only; gen
-	 * tells a recycled slot's new owner to start afresh. */
-	uint64_t held, hold_start, hold_gen;
 	/* Automatic samples this thread is handing to the bulkhead's sink
 	 * now (src/core/sample_hook.h); detaching waits for 0, unless
 	 * sink_gen says they began before a fork (bhk_fork_generation). */
@@ -107,6 +103,10 @@ struct bulkhead {
 	char name[BH_NAME_MAX];
 	struct bhi_hist wait, wait_failed;
 	struct bhi_hist *hold; /* BHI_HOLD_SHARDS of them with BH_TRACK_HOLD */
+	/* BH_TRACK_HOLD: each thread's hold (lib/hold.h), by thread index, for
+	 * every index, not only those with a slot: a hold needs the thread's
+	 * own count, which the shared slot cannot keep. */
+	struct bhi_hold *holds;
 	struct bhi_layer *layer; /* src/core/layer.h; NULL for a plain bulkhead */
 
 	struct bhi_slot slots[];

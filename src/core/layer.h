@@ -121,6 +121,8 @@ uint32_t bhk_fork_generation(void);
 extern __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
 extern __thread uint64_t bhi_tgen __attribute__((tls_model("initial-exec")));
 uint32_t bhi_tindex_assign(void);
+/* Indices run from 1 to this; a thread beyond it has none (bhi_tindex 0). */
+#define BHI_TINDEX_MAX 4096
 
 /* ---- pools (src/pool/) ------------------------------------------------------ */
 

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "internal.h"
+#include "lib/hold.h"
 #include "observe.h"
+#include "word.h"
 #include "sample_hook.h"
 #include "shm/dispatch.h"
 
@@ -144,52 +146,33 @@ static void hold_add(struct bulkhead *bh, unsigned shard, uint64_t ns)
 	bhi_hist_add(&bh->hold[shard % BHI_HOLD_SHARDS], ns);
 }
 
-/* This thread's slot, cleared of what a previous owner of its index left. */
-static struct bhi_slot *hold_slot(struct bulkhead *bh)
+/* This thread's hold record (every thread with an index has one, slot or
+ * not); NULL for a thread beyond BHI_TINDEX_MAX, whose holds go unmeasured. */
+static struct bhi_hold *my_hold(struct bulkhead *bh)
 {
-	struct bhi_slot *s = bhi_my_slot(bh);
-
-	if (!s && !bhi_tindex && bhi_tindex_assign() != UINT32_MAX)
-		s = bhi_my_slot(bh); /* a new thread's first call */
-	if (s && s->hold_gen != bhi_tgen) {
-		s->held = 0;
-		s->hold_start = 0;
-		s->hold_gen = bhi_tgen;
-	}
-	return s;
+	if (!bhi_tindex && bhi_tindex_assign() == UINT32_MAX)
+		return NULL;
+	return bhi_hold_mine(&bh->holds[bhi_tindex - 1u], bhi_tgen);
 }
 
-/* A thread's holding begins when it goes from no permits to some. */
+/* A thread's hold begins when it goes from no permits to some (the rules
+ * are lib/hold.h's). */
 void bhi_hold_begin(struct bulkhead *bh, uint32_t n)
 {
-	struct bhi_slot *s = hold_slot(bh);
+	struct bhi_hold *h = my_hold(bh);
 
-	if (!s)
-		return;
-	if (s->held == 0)
-		s->hold_start = bhi_sync_now(bh->sync);
-	s->held += n;
+	if (h)
+		bhi_hold_take(h, n, (uint64_t)w_held(load_word(bh)), bh->sync);
 }
 
-/* ...and ends when it holds none again. A release of more than the thread
- * took (permits acquired on another thread) makes the pair unmeasurable. */
+/* ...and ends when it holds none again. */
 void bhi_hold_end(struct bulkhead *bh, uint32_t n)
 {
-	struct bhi_slot *s = hold_slot(bh);
+	struct bhi_hold *h = my_hold(bh);
+	uint64_t ns;
 
-	if (!s)
-		return;
-	if (n > s->held) {
-		s->held = 0;
-		s->hold_start = 0;
-		return;
-	}
-	s->held -= n;
-	if (s->held == 0 && s->hold_start) {
-		uint64_t ns = bhi_sync_now(bh->sync) - s->hold_start;
-
-		hold_add(bh, (unsigned)(s - bh->slots), ns);
-		s->hold_start = 0;
+	if (h && bhi_hold_give(h, n, bh->sync, &ns)) {
+		hold_add(bh, bhi_tindex, ns);
 		bhk_emit(bh, BHK_HOLD, ns, BHK_OK); /* an adaptive sample, if one listens */
 	}
 }

@@ -6,7 +6,7 @@
 #include "internal.h"
 #include "shm/dispatch.h" /* bhs_forget_last */
 
-#define TINDEX_MAX 4096
+#define TINDEX_MAX BHI_TINDEX_MAX
 
 __thread uint32_t bhi_tindex __attribute__((tls_model("initial-exec")));
 /* Which owner of its index this thread is: never 0 once assigned. */

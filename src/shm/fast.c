@@ -168,54 +168,40 @@ static inline bool counts(const struct bhs_att *a)
 	return !(a->flags & BH_NO_STATS);
 }
 
-static struct bhs_hold *hold_slot(struct bhs_att *a)
+_Static_assert(BHS_TMAP >= BHI_TINDEX_MAX, "a hold record for every thread index");
+
+static struct bhi_hold *hold_slot(struct bhs_att *a)
 {
 	uint32_t i = bhi_tindex - 1u;
-	struct bhs_hold *h;
 
 	if (!a->hold || i >= BHS_TMAP)
 		return NULL;
-	h = &a->hold[i];
-	if (h->gen != bhi_tgen) {
-		h->held = 0;
-		h->start = 0;
-		h->gen = bhi_tgen;
-	}
-	return h;
+	return bhi_hold_mine(&a->hold[i], bhi_tgen);
 }
 
-/* BH_TRACK_HOLD: as in the core, a thread's hold runs from holding none of
- * the bulkhead's permits to holding none again; per process and thread. */
+/* BH_TRACK_HOLD: as in the core (lib/hold.h), a thread's hold runs from
+ * holding none of the bulkhead's permits to holding none again; per
+ * process and thread. What the host has in flight bounds the thread's
+ * count. */
 void bhs_hold_begin(struct bhs_att *a, uint32_t n)
 {
-	struct bhs_hold *h = hold_slot(a);
+	struct bhi_hold *h = hold_slot(a);
+	uint64_t w;
 
 	if (!h)
 		return;
-	if (h->held == 0)
-		h->start = bhi_sync_now(a->sync);
-	h->held += n;
+	w = atomic_load_explicit(&a->seg->word, memory_order_relaxed);
+	bhi_hold_take(h, n, (uint64_t)w_held(w), a->sync);
 }
 
 bool bhs_hold_end(struct bhs_att *a, uint32_t n, uint64_t *ns)
 {
-	struct bhs_hold *h = hold_slot(a);
+	struct bhi_hold *h = hold_slot(a);
 
-	if (!h)
+	if (!h || !bhi_hold_give(h, n, a->sync, ns))
 		return false;
-	if (n > h->held) {
-		h->held = 0;
-		h->start = 0;
-		return false;
-	}
-	h->held -= n;
-	if (h->held == 0 && h->start) {
-		*ns = bhi_sync_now(a->sync) - h->start;
-		bhi_hist_add(&a->seg->hold[bhi_tindex % BHS_HOLDS], *ns);
-		h->start = 0;
-		return true;
-	}
-	return false;
+	bhi_hist_add(&a->seg->hold[bhi_tindex % BHS_HOLDS], *ns);
+	return true;
 }
 
 void bhs_record_hold(bulkhead_t *bh, uint64_t ns)

@@ -14,6 +14,7 @@
 #include "bulkhead/shm.h"
 #include "core/backend.h"
 #include "lib/compiler.h"
+#include "lib/hold.h"
 
 /* ---- the shared word ---------------------------------------------------
  *
@@ -204,10 +205,6 @@ struct bhs_seg {
 
 /* ---- the process-local attachment ----------------------------------------- */
 
-struct bhs_hold { /* BH_TRACK_HOLD, per thread index */
-	uint64_t held, start, gen;
-};
-
 struct bhs_att {
 	/* Line 1: what the fast paths read. */
 	_Alignas(BHI_CACHELINE) struct bhs_seg *seg;
@@ -241,7 +238,7 @@ struct bhs_att {
 	uint32_t spin_iters;
 	uint64_t spin_ns;
 	uint64_t poll_ns;          /* longest sleep before looking for the dead */
-	struct bhs_hold *hold;     /* BH_TRACK_HOLD: per thread index */
+	struct bhi_hold *hold;     /* BH_TRACK_HOLD: per thread index (lib/hold.h) */
 	/* Async: this process's queued nodes by extra-node index, and the
 	 * agent thread that delivers their grants. */
 	struct bh_async *_Atomic *anode;
