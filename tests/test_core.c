@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #endif
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -1555,6 +1556,120 @@ static void test_flags_survive_cas(void **state)
 	bh_destroy(bh);
 }
 
+/* ---- a fork child's copy of a layer's bulkhead (bhi_close_inherited) ---- */
+
+static _Atomic int inherited_calls;
+
+static void count_call(struct bh_async *node, int result)
+{
+	(void)node;
+	(void)result;
+	atomic_fetch_add(&inherited_calls, 1);
+}
+
+/* What the child sees: closed, nothing queued, the parent's async node not
+ * queued (its callback never runs here), and calls that serve the queue
+ * serving nothing. An exit status per broken promise. */
+static int child_after_close_inherited(bulkhead_t *bh, struct bh_async *node)
+{
+	struct bh_gauges g;
+
+	bhi_close_inherited(bh); /* what the layer's atfork child handler runs */
+	if (bh_try_acquire(bh, 1) != -ESHUTDOWN)
+		return 1;
+	if (bh_gauges(bh, &g) != 0 || g.queued != 0)
+		return 2;
+	if (bh_cancel_async(bh, node) != 0)
+		return 3;
+	if (bh_release(bh, 1) != 0 || bh_set_limit(bh, 2) != 0)
+		return 4;
+	if (bh_gauges(bh, &g) != 0 || g.queued != 0 || g.in_flight != 0 ||
+	    bh_try_acquire(bh, 1) != -ESHUTDOWN || bh_close(bh) != -EALREADY)
+		return 5;
+	return atomic_load(&inherited_calls) == 0 ? 0 : 6;
+}
+
+static int reap_status(pid_t pid)
+{
+	int st;
+
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_fork_child_inherited_queue(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 8, 0);
+	struct bh_async node;
+	pid_t pid;
+
+	(void)state;
+	atomic_store(&inherited_calls, 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &node, 1, count_call, NULL), 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_after_close_inherited(bh, &node));
+	assert_int_equal(reap_status(pid), 0);
+	/* the parent's own queue is untouched */
+	assert_int_equal(stats_of(bh).queued, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(atomic_load(&inherited_calls), 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bh_destroy(bh);
+}
+
+/* A parent's thread holds the bulkhead's lock at the fork (it is inside an
+ * async callback, which runs under it): the child's copy must not wait for
+ * a lock nobody there will ever give back. */
+static pthread_barrier_t in_callback, forked;
+
+static void callback_parks(struct bh_async *node, int result)
+{
+	(void)node;
+	assert_int_equal(result, 0);
+	pthread_barrier_wait(&in_callback);
+	pthread_barrier_wait(&forked);
+}
+
+static void *release_into_callback(void *bh)
+{
+	assert_int_equal(bh_release(bh, 1), 0);
+	return NULL;
+}
+
+static void test_fork_child_inherited_lock(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 8, 0);
+	struct bh_async node;
+	pthread_t t;
+	pid_t pid;
+
+	(void)state;
+	pthread_barrier_init(&in_callback, NULL, 2);
+	pthread_barrier_init(&forked, NULL, 2);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &node, 1, callback_parks, NULL), 1);
+	assert_int_equal(pthread_create(&t, NULL, release_into_callback, bh), 0);
+	pthread_barrier_wait(&in_callback); /* t holds bh->lock now */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(10); /* a hang fails the test instead of stalling it */
+		bhi_close_inherited(bh);
+		_exit(bh_close(bh) == -EALREADY && bh_set_limit(bh, 3) == 0 &&
+			      bh_try_acquire(bh, 1) == -ESHUTDOWN ? 0 : 1);
+	}
+	pthread_barrier_wait(&forked);
+	pthread_join(t, NULL);
+	assert_int_equal(reap_status(pid), 0);
+	assert_int_equal(bh_release(bh, 1), 0); /* the async grant's permit */
+	pthread_barrier_destroy(&in_callback);
+	pthread_barrier_destroy(&forked);
+	bh_destroy(bh);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1603,6 +1718,8 @@ int main(void)
 		cmocka_unit_test(test_counters_add_up_across_threads),
 		cmocka_unit_test(test_gauges),
 		cmocka_unit_test(test_flags_survive_cas),
+		cmocka_unit_test(test_fork_child_inherited_queue),
+		cmocka_unit_test(test_fork_child_inherited_lock),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */

@@ -601,13 +601,23 @@ int bh_set_limit(bulkhead_t *bh, uint32_t max_concurrent)
 }
 
 /* For a fork child's atfork handler: no other thread came along, and the
- * lock may be held by one that did not, so no lock. The queued waiters are
- * the parent's threads: nobody is woken, and the word stops counting them,
- * so that a release in the child takes the fast path, not that lock. */
+ * lock may be held by one that did not, so the child gets a lock of its
+ * own. What was queued is the parent's: its threads' waits, and the async
+ * acquisitions the parent's event loop made (the child's copies of those
+ * nodes stay where they are). Nothing is woken and no callback runs; the
+ * queue and the word stop counting them, so that in the child a release
+ * takes the fast path and bh_cancel_async() of such a node finds it not
+ * queued. */
 void bhi_close_inherited(bulkhead_t *bh)
 {
 	uint64_t w = load_word(bh);
+	struct bh_qlink *l;
 
+	pthread_mutex_init(&bh->lock, NULL);
+	while ((l = bhi_qlist_first(&bh->queue)) != NULL) {
+		bhi_qlist_del(&bh->queue, l);
+		l->kind = KIND_NONE;
+	}
 	atomic_store_explicit(&bh->gate_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&bh->word, (w & ~(W_NQ_MASK | W_WOKEN | W_STARVING)) | W_CLOSED,
 			      memory_order_relaxed);
