@@ -105,8 +105,9 @@ struct bh_config {
  * nothing. Record other holds with bh_record_hold. */
 #define BH_TRACK_HOLD (1u << 1)
 
-/* Do not count acquired/released/rejected on the fast paths (the gauges,
- * waits and slow-path counters remain). */
+/* Do not count acquired/released/rejected at all, which saves the fast
+ * paths their per-thread counting (the gauges, the waits' histograms and
+ * the other counters remain). */
 #define BH_NO_STATS (1u << 2)
 
 #define BH_NAME_MAX 64 /* bytes in a name, with its NUL */
