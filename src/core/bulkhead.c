@@ -248,14 +248,14 @@ void bhk_detach(bulkhead_t *bh)
 	/* seq_cst, store and loads: one single order with bhk_emit_slow()'s
 	 * seq_cst increment of its slot and reload of sink; the load that
 	 * sees 0 also pairs with bhk_emit_slow()'s release decrement */
-	uint32_t gen = bhk_fork_generation();
+	uint64_t gen = (uint64_t)bhk_fork_generation() << 32, m;
 
 	atomic_store_explicit(&bh->sink, NULL, memory_order_seq_cst);
-	/* A slot marked before the last fork is a parent's thread's, which
-	 * does not exist here: its mark never goes (sink_gen is read after
-	 * the mark, and the marker wrote it before: seq_cst increment). */
+	/* A mark of an older generation is a parent's thread's, which does not
+	 * exist here: it never goes, and is not waited for. */
 	for (uint32_t i = 0; i <= bh->nslots; i++)
-		while (atomic_load_explicit(&bh->slots[i].in_sink, memory_order_seq_cst) &&
-		       atomic_load_explicit(&bh->slots[i].sink_gen, memory_order_relaxed) == gen)
+		while ((m = atomic_load_explicit(&bh->slots[i].sink_mark, memory_order_seq_cst)) !=
+			       gen &&
+		       (m & ~(uint64_t)UINT32_MAX) == gen)
 			sched_yield();
 }

@@ -51,10 +51,14 @@ struct bhi_queue_obs {
  * plain load+store counts without a locked instruction. */
 struct bhi_slot {
 	_Alignas(BHI_CACHELINE) _Atomic uint64_t c[BHI_SLOT_COUNTERS];
-	/* Automatic samples this thread is handing to the bulkhead's sink
-	 * now (src/core/sample_hook.h); detaching waits for 0, unless
-	 * sink_gen says they began before a fork (bhk_fork_generation). */
-	_Atomic uint32_t in_sink, sink_gen;
+	/* Automatic samples handed to the bulkhead's sink now, by this slot's
+	 * threads (src/core/sample_hook.h): the fork generation
+	 * (bhk_fork_generation) in the high half, the count in the low.
+	 * Detaching waits for a count of 0 in its own generation; a mark
+	 * left by a parent's thread, which does not exist in a fork child,
+	 * is of an older one, and the child's first mark replaces it. One
+	 * word, because the shared slot's threads mark it together. */
+	_Atomic uint64_t sink_mark;
 };
 
 #define BHI_HOLD_SHARDS 8 /* threads spread hold recordings over these */

@@ -123,20 +123,23 @@ static struct bhi_slot *bhk_busy_slot(struct bulkhead *bh)
 
 BHI_COLD void bhk_emit_slow(bulkhead_t *bh, unsigned src, uint64_t ns, int outcome)
 {
-	struct bhi_slot *s = bhk_busy_slot(bh);
-	_Atomic uint32_t *busy = &s->in_sink;
+	_Atomic uint64_t *mark = &bhk_busy_slot(bh)->sink_mark;
+	uint64_t gen = (uint64_t)bhk_fork_generation() << 32, m, nm;
 	struct bhk_sink *k;
 
-	/* relaxed: published by the seq_cst increment that follows */
-	atomic_store_explicit(&s->sink_gen, bhk_fork_generation(), memory_order_relaxed);
-	/* seq_cst, both: with bhk_detach's clear and its load of our slot, one
-	 * single order, in which either we see NULL or detach sees us busy */
-	atomic_fetch_add_explicit(busy, 1, memory_order_seq_cst);
+	/* seq_cst, the mark and the load: with bhk_detach's clear and its load
+	 * of our slot, one single order, in which either we see NULL or detach
+	 * sees us busy. An older generation's count is dropped (internal.h). */
+	m = atomic_load_explicit(mark, memory_order_relaxed);
+	do
+		nm = (m & ~(uint64_t)UINT32_MAX) == gen ? m + 1 : gen + 1;
+	while (!atomic_compare_exchange_weak_explicit(mark, &m, nm, memory_order_seq_cst,
+						     memory_order_relaxed));
 	k = atomic_load_explicit(&bh->sink, memory_order_seq_cst);
 	if (k && (k->sources & src))
 		k->fn(k, ns, outcome);
 	/* release: our last use of k happens before detach's load sees 0 */
-	atomic_fetch_sub_explicit(busy, 1, memory_order_release);
+	atomic_fetch_sub_explicit(mark, 1, memory_order_release);
 }
 
 /* ---- hold times (BH_TRACK_HOLD) -------------------------------------------- */
