@@ -1837,6 +1837,48 @@ static void test_shutdown_now(void **state)
 	bh_pool_destroy(p);
 }
 
+/* A dropped task's done runs on the thread that called
+ * bh_pool_shutdown_now, not on a pool thread, so it may destroy the pool:
+ * the dropped tasks' permits are back before the first done runs, and the
+ * pool is not touched after them. */
+static bh_pool_t *dd_pool;
+static struct gate dd_gate;
+static uint64_t dd_in_flight = 12345;
+static int dd_destroyed = 12345;
+
+static void dd_done_destroys(struct bh_task *t, int status)
+{
+	tt_done(t, status);
+	dd_in_flight = stats_of(dd_pool->adm).in_flight;
+	gate_open(&dd_gate); /* the running task may finish now */
+	dd_destroyed = bh_pool_destroy(dd_pool);
+}
+
+static void test_destroy_from_dropped_done(void **state)
+{
+	struct bh_pool_config cfg = { .name = "dd", .core_threads = 1, .max_threads = 1,
+				      .queue_capacity = 2, .flags = BH_POOL_PRESTART };
+	struct ttask run, dropped;
+	uint64_t before;
+
+	(void)state;
+	gate_init(&dd_gate);
+	assert_int_equal(bh_pool_create(&cfg, &dd_pool), 0);
+	tt_init(&run, &dd_gate);
+	tt_init(&dropped, NULL);
+	dropped.task.done = dd_done_destroys;
+	assert_int_equal(bh_pool_submit(dd_pool, &run.task), 0);
+	AWAIT(run.started);
+	assert_int_equal(bh_pool_submit(dd_pool, &dropped.task), 0);
+	before = stats_of(dd_pool->adm).in_flight;
+	assert_int_equal(bh_pool_shutdown_now(dd_pool), 1);
+	assert_int_equal(dropped.status, -ECANCELED);
+	assert_int_equal(dd_in_flight, before - 1); /* the dropped task's permit is back */
+	assert_int_equal(dd_destroyed, 0);
+	assert_int_equal(run.runs, 1);
+	assert_int_equal(dropped.runs, 0);
+}
+
 /* An idle pool shuts down at once: idle threads are sent away. */
 static void test_shutdown_idle_pool(void **state)
 {
@@ -2855,6 +2897,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_during_give_up_done),
 		cmocka_unit_test(test_graceful_shutdown),
 		cmocka_unit_test(test_shutdown_now),
+		cmocka_unit_test(test_destroy_from_dropped_done),
 		cmocka_unit_test(test_shutdown_idle_pool),
 		cmocka_unit_test(test_own_thread_cannot_wait),
 		cmocka_unit_test(test_own_thread_shutdown_from_done),

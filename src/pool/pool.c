@@ -85,17 +85,20 @@ static int close_pool(struct bh_pool *p, bool now)
 	}
 	bhp_dismiss_idle_locked(p);
 	pool_unlock(p);
+	/* The dropped tasks' permits go back before their done callbacks run:
+	 * these run on the caller's thread, not a pool thread, so one may
+	 * destroy the pool, after which p is not touched again. */
+	if (n)
+		bh_release(p->adm, n);
 	/* Not a cancellation point: a request acted on in one task's done
-	 * would leave the tasks after it unreported and every permit held.
-	 * Deferred: it stays pending for the next cancellation point. */
+	 * would leave the tasks after it unreported. Deferred: it stays
+	 * pending for the next cancellation point. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	bhi_list_for_each_safe(t, next, &plain, bhp_tasks) {
 		if (t->done)
 			t->done(t, -ECANCELED);
 	}
 	pthread_setcancelstate(cs, NULL);
-	if (n)
-		bh_release(p->adm, n);
 	return (int)n;
 }
 
