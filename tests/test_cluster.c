@@ -2,6 +2,7 @@
  * socket and a loopback port in a temporary directory; the test skips with
  * 77 when redis-server is not installed). Multi-process fault scenarios are
  * in test_cluster_faults.c. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <poll.h>
 
@@ -88,6 +89,191 @@ static void step_until_renewals(bulkhead_t *bh, uint64_t n)
 		assert_true(bh_now_ns() < end);
 		assert_int_equal(bh_cluster_step(bh, bh_now_ns() + 20 * BH_MSEC), 0);
 	}
+}
+
+/* ---- a loopback proxy that can hold a renewal back --------------------------- */
+
+/* Relays an instance's connections to the store's TCP port, except that,
+ * armed, it takes the next renewal off the wire and keeps it until the
+ * test lets it go: a request delayed in the network. PX_HOLD_RESET also
+ * resets the instance's connection at once (it sends the renewal again on a
+ * new one); PX_HOLD leaves it waiting for an answer that does not come. Let
+ * go, the renewal reaches the store on the proxy's own connection and the
+ * store's answer is kept for the test. */
+enum { PX_RELAY, PX_HOLD, PX_HOLD_RESET };
+
+static struct {
+	int lfd;
+	char endpoint[64];
+	pthread_t acceptor;
+	_Atomic int mode;     /* for the next renewal */
+	_Atomic int held;     /* a renewal is held */
+	_Atomic int let_go;
+	_Atomic int answered; /* the store answered it: answer is written */
+	char answer[128];
+} px;
+
+struct px_conn {
+	int cfd, ufd;
+};
+
+static bool px_is_renewal(const char *buf, size_t n)
+{
+	static const char arg[] = "$5\r\nrenew\r\n"; /* the argument, as RESP */
+
+	for (size_t i = 0; i + sizeof(arg) - 1 <= n; i++)
+		if (memcmp(buf + i, arg, sizeof(arg) - 1) == 0)
+			return true;
+	return false;
+}
+
+static void px_hold(struct px_conn *pc, const char *req, size_t n, int mode)
+{
+	ssize_t got;
+
+	if (mode == PX_HOLD_RESET) {
+		struct linger lg = { 1, 0 };
+
+		setsockopt(pc->cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(pc->cfd);
+		pc->cfd = -1;
+	}
+	atomic_store(&px.held, 1);
+	while (!atomic_load(&px.let_go))
+		rh_sleep_ms(1);
+	if (send(pc->ufd, req, n, MSG_NOSIGNAL) == (ssize_t)n &&
+	    (got = recv(pc->ufd, px.answer, sizeof(px.answer) - 1, 0)) > 0)
+		px.answer[got] = '\0';
+	atomic_store(&px.answered, 1);
+}
+
+static void *px_relay(void *arg)
+{
+	struct px_conn *pc = arg;
+	char b[16384], up[16384];
+	struct pollfd p[2] = { { .fd = pc->cfd, .events = POLLIN }, { .fd = pc->ufd, .events = POLLIN } };
+
+	while (poll(p, 2, -1) > 0) {
+		ssize_t n;
+
+		if (p[0].revents) {
+			n = recv(pc->cfd, b, sizeof(b), 0);
+			if (n <= 0)
+				break;
+			if (px_is_renewal(b, (size_t)n)) {
+				int mode = atomic_exchange(&px.mode, PX_RELAY);
+
+				if (mode != PX_RELAY) {
+					px_hold(pc, b, (size_t)n, mode);
+					break;
+				}
+			}
+			if (send(pc->ufd, b, (size_t)n, MSG_NOSIGNAL) != n)
+				break;
+		}
+		if (p[1].revents) {
+			n = recv(pc->ufd, up, sizeof(up), 0);
+			if (n <= 0 || send(pc->cfd, up, (size_t)n, MSG_NOSIGNAL) != n)
+				break;
+		}
+	}
+	if (pc->cfd >= 0)
+		close(pc->cfd);
+	close(pc->ufd);
+	free(pc);
+	return NULL;
+}
+
+static void *px_accept(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)srv.port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int cfd = accept(px.lfd, NULL, NULL);
+		struct px_conn *pc;
+		pthread_t t;
+
+		if (cfd < 0)
+			return NULL;
+		pc = malloc(sizeof(*pc));
+		pc->cfd = cfd;
+		pc->ufd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (connect(pc->ufd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    pthread_create(&t, NULL, px_relay, pc) != 0) {
+			close(cfd);
+			close(pc->ufd);
+			free(pc);
+			continue;
+		}
+		pthread_detach(t);
+	}
+}
+
+static void px_start(int mode)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	atomic_store(&px.mode, mode);
+	atomic_store(&px.held, 0);
+	atomic_store(&px.let_go, 0);
+	atomic_store(&px.answered, 0);
+	px.answer[0] = '\0';
+	px.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(px.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(px.lfd, 16), 0);
+	assert_int_equal(getsockname(px.lfd, (struct sockaddr *)&a, &len), 0);
+	snprintf(px.endpoint, sizeof(px.endpoint), "redis://127.0.0.1:%d", ntohs(a.sin_port));
+	assert_int_equal(pthread_create(&px.acceptor, NULL, px_accept, NULL), 0);
+}
+
+/* Deliver the held renewal to the store; the store's answer. */
+static const char *px_let_go(void)
+{
+	uint64_t end = bh_now_ns() + 5 * BH_SEC;
+
+	assert_int_equal(atomic_load(&px.held), 1);
+	atomic_store(&px.let_go, 1);
+	while (!atomic_load(&px.answered))
+		assert_true(bh_now_ns() < end);
+	return px.answer;
+}
+
+/* Connections relayed now end when their instances close them. */
+static void px_stop(void)
+{
+	shutdown(px.lfd, SHUT_RDWR);
+	pthread_join(px.acceptor, NULL);
+	close(px.lfd);
+}
+
+/* The record of the one instance other than skip's at the store: its id. */
+static void other_instance_id(const char *name, const char *skip, char id[40])
+{
+	redisReply *h = rh_cmd(&srv, "HGETALL {bh:%s}", name);
+
+	id[0] = '\0';
+	assert_non_null(h);
+	for (size_t i = 0; i < h->elements; i += 2)
+		if (strncmp(h->element[i]->str, "i:", 2) == 0 &&
+		    (!skip || strcmp(h->element[i]->str + 2, skip) != 0))
+			snprintf(id, 40, "%s", h->element[i]->str + 2);
+	freeReplyObject(h);
+	assert_true(id[0]);
+}
+
+/* An instance's counted permits at the store. */
+static unsigned long long counted_at_store(const char *name, const char *id)
+{
+	redisReply *r = rh_cmd(&srv, "HGET {bh:%s} i:%s", name, id);
+	unsigned long long counted = 0;
+
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_int_equal(sscanf(r->str, "%*s %*s %llu", &counted), 1);
+	freeReplyObject(r);
+	return counted;
 }
 
 /* ---- endpoints ----------------------------------------------------------------- */
@@ -1238,6 +1424,58 @@ static void test_late_renewal_after_leave_refused(void **state)
 	bh_destroy(b);
 }
 
+/* A renewal whose connection is reset after it went out is sent again on a
+ * new connection. The first copy may be delayed rather than lost (a proxy)
+ * and reach the store after the second: it must be refused there, or it
+ * replaces the record with one computed from the state before: here it
+ * would count A at 2 while A enforces 4 and has 4 in flight, and C would be
+ * granted permits A holds. */
+static void test_resent_renewal_first_copy_refused(void **state)
+{
+	char name[32], id[40];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4), via;
+	struct bh_config capped = { .max_concurrent = 2 };
+	bulkhead_t *a, *b, *c;
+	const char *answer;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	px_start(PX_RELAY);
+	via = cc;
+	via.endpoint = px.endpoint;
+	assert_int_equal(bh_cluster_open(&cc, &capped, &b), 0);
+	assert_int_equal(bh_cluster_open(&via, NULL, &a), 0);
+	assert_int_equal(cstats(a).share, 2);
+	other_instance_id(name, NULL, id); /* B's */
+	other_instance_id(name, id, id);   /* A's */
+	assert_int_equal(bh_try_acquire(a, 2), 0); /* all of its share: A asks for more */
+	bh_destroy(b);
+	/* A's next renewal (applied 2, held 2) is held back and its connection
+	 * reset: A sends it again and is granted all 4. */
+	atomic_store(&px.mode, PX_HOLD_RESET);
+	step_until_renewals(a, cstats(a).renewals + 1);
+	assert_int_equal(atomic_load(&px.held), 1);
+	assert_int_equal(cstats(a).reconnects, 1);
+	assert_int_equal(cstats(a).renewals_failed, 0);
+	assert_int_equal(cstats(a).share, 4);
+	assert_int_equal(bh_try_acquire(a, 2), 0);
+	/* C joins: everything is A's. */
+	assert_int_equal(bh_cluster_open(&cc, NULL, &c), 0);
+	assert_int_equal(cstats(c).share, 0);
+	/* The first copy of A's renewal arrives now. */
+	answer = px_let_go();
+	printf("the first copy's answer: %.40s\n", answer);
+	assert_int_equal(counted_at_store(name, id), 4);
+	assert_int_equal(strncmp(answer, "-BHSTALE", 8), 0);
+	step_until_renewals(c, cstats(c).renewals + 1);
+	assert_int_equal(cstats(c).share, 0);
+	assert_int_equal(bh_try_acquire(c, 1), -EBUSY);
+	bh_release(a, 4);
+	bh_destroy(c);
+	bh_destroy(a);
+	px_stop();
+}
+
 /* Metrics carry the cluster series; no credential ever shows up. */
 static void test_metrics_and_no_credentials(void **state)
 {
@@ -1308,6 +1546,7 @@ int main(void)
 		cmocka_unit_test(test_error_reply_does_not_stick),
 		cmocka_unit_test(test_stats_share_zero_once_lease_out),
 		cmocka_unit_test(test_late_renewal_after_leave_refused),
+		cmocka_unit_test(test_resent_renewal_first_copy_refused),
 	};
 	int r = redis_start(&srv, true);
 

@@ -49,7 +49,7 @@ struct bhc {
 	bool started;           /* open returned: fallback may begin */
 	bool in_fallback;
 	uint64_t sent_at;       /* when the request in flight began */
-	uint64_t seq;           /* renewals begun (the store refuses older ones) */
+	uint64_t seq;           /* 2 x renewals begun (the store refuses older ones) */
 	uint64_t deadline;      /* when it is given up */
 	uint64_t next_renew, next_sample, backoff;
 	uint64_t lease_end;     /* admission on the lease stops here */

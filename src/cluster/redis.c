@@ -535,10 +535,14 @@ static int step_exchange(struct rstore *r, struct bhc_grant *g)
 		return rc;
 	/* A connection that sat idle may have been closed by the server (its
 	 * idle timeout, a restart, a proxy): that says nothing about the
-	 * store. Reconnect and send the request again, once (every operation
-	 * is idempotent: a renewal replaces the record). */
+	 * store. Reconnect and send the request again, once. A renewal sent
+	 * again goes with the next sequence number (the layer leaves it free):
+	 * the first copy may not be lost but delayed, and reach the store
+	 * after the second; as the older one it is refused there, instead of
+	 * replacing the record with one computed from the state before. */
 	if ((rc == -EPIPE || rc == -ECONNRESET) && r->st == RS_CALL && r->reused) {
 		r->reused = false;
+		r->rq.seq++;
 		close_conn(r);
 		return NEXT;
 	}

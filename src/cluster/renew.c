@@ -127,7 +127,7 @@ static void begin(struct bhc *c, uint64_t now)
 	rq.adopt = c->flags & BH_CLUSTER_ADOPT_LIMIT;
 	rq.fresh = c->flags & BH_CLUSTER_FRESH_STORE;
 	rq.epoch = c->epoch;
-	rq.seq = ++c->seq;
+	rq.seq = c->seq += 2; /* seq + 1 is the store's, for a copy sent again */
 	if (c->store->ops->start(c->store, &rq) < 0)
 		return;
 	put(c, S_WANT, rq.want);

@@ -38,7 +38,10 @@ struct bhc_request {
 	bool adopt;         /* ...except the limit: take the store's */
 	bool fresh;         /* creating the state needs no learning period */
 	uint64_t epoch;     /* the store incarnation this instance knows (0: none) */
-	uint64_t seq;       /* RENEW: grows with every renewal this instance begins */
+	uint64_t seq;       /* RENEW: grows by 2 with every renewal this instance
+	                       begins; a store that sends a request again sends
+	                       it as seq + 1, so that the store refuses the first
+	                       copy if it arrives late */
 };
 
 struct bhc_grant {
