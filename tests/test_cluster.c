@@ -263,6 +263,19 @@ static void other_instance_id(const char *name, const char *skip, char id[40])
 	assert_true(id[0]);
 }
 
+/* The instance records at the store. */
+static int records_at_store(const char *name)
+{
+	redisReply *h = rh_cmd(&srv, "HGETALL {bh:%s}", name);
+	int n = 0;
+
+	assert_non_null(h);
+	for (size_t i = 0; i < h->elements; i += 2)
+		n += strncmp(h->element[i]->str, "i:", 2) == 0;
+	freeReplyObject(h);
+	return n;
+}
+
 /* An instance's counted permits at the store. */
 static unsigned long long counted_at_store(const char *name, const char *id)
 {
@@ -1476,6 +1489,41 @@ static void test_resent_renewal_first_copy_refused(void **state)
 	px_stop();
 }
 
+/* An open whose first renewal goes unanswered fails with ETIMEDOUT, but the
+ * renewal may still reach the store (delayed in the network) and register
+ * an instance that nobody runs: its want would hold the others' shares down
+ * for a whole lease. The failed open leaves the store, and the late renewal
+ * is refused. */
+static void test_timed_out_open_leaves_no_phantom(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4), via;
+	bulkhead_t *b, *a = NULL;
+	const char *answer;
+	uint64_t r0;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &b), 0);
+	assert_int_equal(cstats(b).share, 4);
+	px_start(PX_HOLD);
+	via = cc;
+	via.endpoint = px.endpoint;
+	via.timeout_ns = 100 * BH_MSEC;
+	assert_int_equal(bh_cluster_open(&via, NULL, &a), -ETIMEDOUT);
+	assert_null(a);
+	answer = px_let_go(); /* the open's renewal reaches the store now */
+	printf("the late renewal's answer: %.40s\n", answer);
+	r0 = cstats(b).renewals;
+	step_until_renewals(b, r0 + 1);
+	assert_int_equal(records_at_store(name), 1);
+	assert_int_equal(cstats(b).instances, 1);
+	assert_int_equal(cstats(b).share, 4);
+	assert_int_equal(strncmp(answer, "-BHSTALE", 8), 0);
+	bh_destroy(b);
+	px_stop();
+}
+
 /* Metrics carry the cluster series; no credential ever shows up. */
 static void test_metrics_and_no_credentials(void **state)
 {
@@ -1547,6 +1595,7 @@ int main(void)
 		cmocka_unit_test(test_stats_share_zero_once_lease_out),
 		cmocka_unit_test(test_late_renewal_after_leave_refused),
 		cmocka_unit_test(test_resent_renewal_first_copy_refused),
+		cmocka_unit_test(test_timed_out_open_leaves_no_phantom),
 	};
 	int r = redis_start(&srv, true);
 

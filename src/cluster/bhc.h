@@ -46,6 +46,8 @@ struct bhc {
 	uint32_t limit;         /* the global limit, as configured then as the store says */
 	bool busy;              /* a request is in flight */
 	bool joined;            /* a renewal has succeeded */
+	bool maybe_joined;      /* a renewal went unanswered: it may have
+	                           registered this instance at the store */
 	bool started;           /* open returned: fallback may begin */
 	bool in_fallback;
 	uint64_t sent_at;       /* when the request in flight began */
@@ -113,7 +115,8 @@ void bhc_enter_fallback(struct bhc *c);
 void bhc_account(struct bhc *c, uint64_t held);
 /* Open: the first renewal, synchronously; 0 or the store's error. */
 int bhc_join(struct bhc *c);
-/* Destroy or a failed open: end the request in flight, leave the store. */
+/* Destroy or a failed open: end the request in flight, leave the store
+ * when a renewal has or may have registered this instance there. */
 void bhc_give_back(struct bhc *c);
 /* Run s's request in flight to its end, blocking until deadline at most. */
 int bhc_finish(struct bhc_store *s, uint64_t deadline, struct bhc_grant *g);

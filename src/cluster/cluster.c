@@ -265,7 +265,6 @@ static int open_cluster(const struct bh_cluster_config *cc, const struct bh_conf
 	return 0;
 fail:
 	bhc_give_back(c);
-	c->joined = false; /* given back already */
 	bh_destroy(c->bh); /* runs layer_destroy, which frees c */
 	return r;
 }

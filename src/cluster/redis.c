@@ -472,6 +472,14 @@ static int fail(struct rstore *r, int e)
 	return e;
 }
 
+/* The connection failed with the call (maybe) sent and unanswered. */
+static int lost(struct rstore *r, int e)
+{
+	if (r->st == RS_CALL)
+		r->base.unsure = true;
+	return fail(r, e);
+}
+
 /* A step's answer when the machine moves on at once (every other answer,
  * 0, -EINPROGRESS or an error, ends advance()). */
 #define NEXT 1
@@ -543,11 +551,12 @@ static int step_exchange(struct rstore *r, struct bhc_grant *g)
 	if ((rc == -EPIPE || rc == -ECONNRESET) && r->st == RS_CALL && r->reused) {
 		r->reused = false;
 		r->rq.seq++;
+		r->base.unsure = true;
 		close_conn(r);
 		return NEXT;
 	}
 	if (rc < 0)
-		return fail(r, rc);
+		return lost(r, rc);
 	if (r->err == -ENOEXEC && r->st == RS_CALL && !r->reloading) {
 		r->reloading = true; /* NOSCRIPT: load and call again */
 		return call_or_fail(r);
@@ -602,6 +611,7 @@ static int start(struct bhc_store *s, const struct bhc_request *rq)
 		return -EBUSY;
 	r->rq = *rq;
 	r->have_rq = true;
+	r->base.unsure = false;
 	r->reused = r->st == RS_READY;
 	return 0;
 }
@@ -623,8 +633,7 @@ static int drop(struct bhc_store *s)
 	struct rstore *r = rs_of(s);
 	bool connected = r->st >= RS_HELLO;
 
-	close_conn(r);
-	r->have_rq = false;
+	lost(r, 0);
 	return connected ? -ETIMEDOUT : -EHOSTUNREACH;
 }
 

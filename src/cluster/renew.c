@@ -220,6 +220,8 @@ static void progress(struct bhc *c)
 		r = c->store->ops->drop(c->store);
 	}
 	c->busy = false;
+	if (c->store->unsure)
+		c->maybe_joined = true;
 	if (r == 0)
 		granted(c, &g, now);
 	else
@@ -344,16 +346,25 @@ int bhc_finish(struct bhc_store *s, uint64_t deadline, struct bhc_grant *g)
 	}
 }
 
+/* A renewal that went unanswered (an open that timed out, one in flight
+ * now) may still run at the store and register this instance, holding a
+ * share for a lease that nobody uses: leave then too. If the leave comes
+ * first, its mark refuses the late renewal. This costs a failed open one
+ * more request (up to timeout_ns), only when its renewal went out. */
 void bhc_give_back(struct bhc *c)
 {
 	struct bhc_request rq = { .op = BHC_LEAVE, .id = c->id };
 	struct bhc_grant g;
 
-	if (c->busy)
+	if (c->busy) {
 		c->store->ops->drop(c->store);
+		if (c->store->unsure)
+			c->maybe_joined = true;
+	}
 	c->busy = false;
-	if (c->joined && c->store->ops->start(c->store, &rq) == 0)
+	if ((c->joined || c->maybe_joined) && c->store->ops->start(c->store, &rq) == 0)
 		bhc_finish(c->store, bhc_mono() + c->timeout, &g);
+	c->joined = c->maybe_joined = false; /* given back */
 }
 
 /* ---- the thread and the caller's loop ------------------------------------------ */

@@ -77,6 +77,10 @@ struct bhc_store_ops {
 
 struct bhc_store {
 	const struct bhc_store_ops *ops;
+	/* The last request ended without its answer after it may have gone
+	 * out (dropped, or its connection failed mid-call; or a copy was sent
+	 * again): the store may still run it, late. Cleared by start(). */
+	bool unsure;
 	_Atomic uint64_t commands;   /* store commands sent, all kinds */
 	_Atomic uint64_t connects;   /* connections established */
 };
