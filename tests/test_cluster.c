@@ -601,6 +601,35 @@ static void test_open_wrong_type_at_key(void **state)
 	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
 }
 
+/* A key that is not this layer's, or holds another protocol's state, is
+ * refused, and left exactly as it was: Redis keeps a script's writes when it
+ * then returns an error, so the script must not clean up fields that look
+ * expired (i:, x:, s:) before it has checked whose the key is. */
+static void test_refused_key_left_untouched(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	redisReply *r;
+
+	(void)state;
+	/* someone else's hash, with fields that look like ours and expired */
+	assert_int_equal(rh_do(&srv, "HSET {bh:%s} s:session1 42 x:job 7 i:x %s owner app", name,
+			       "1 1 1 1"), 0);
+	open_fails(&cc, NULL, -ENOTUNIQ);
+	r = rh_cmd(&srv, "HLEN {bh:%s}", name);
+	assert_int_equal(r->integer, 4);
+	freeReplyObject(r);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+	/* another protocol's state, with an instance whose lease ran out */
+	assert_int_equal(rh_do(&srv, "HSET {bh:%s} p 2 L 2 T 600000 E 1 U 1 i:x %s s:x 3", name,
+			       "1 1 1 1"), 0);
+	open_fails(&cc, NULL, -EPROTONOSUPPORT);
+	r = rh_cmd(&srv, "HLEN {bh:%s}", name);
+	assert_int_equal(r->integer, 7);
+	freeReplyObject(r);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+}
+
 static void test_open_protocol_mismatch(void **state)
 {
 	char name[32];
@@ -1571,6 +1600,7 @@ int main(void)
 		cmocka_unit_test(test_open_over_tcp),
 		cmocka_unit_test(test_open_wrong_type_at_key),
 		cmocka_unit_test(test_open_protocol_mismatch),
+		cmocka_unit_test(test_refused_key_left_untouched),
 		cmocka_unit_test(test_open_limit_and_lease_mismatch),
 		cmocka_unit_test(test_start_in_fallback),
 		cmocka_unit_test_teardown(test_auth_password_and_acl_user, auth_teardown),

@@ -37,8 +37,11 @@ local function int(x)
 	return string.format('%d', x)
 end
 
--- Read everything; drop instances whose lease ran out on this clock.
-local meta, inst, seqs, gone = {}, {}, {}, {}
+-- Read everything, noting the instances whose lease ran out on this clock.
+-- Nothing is written before the key is known to be ours, in our protocol:
+-- Redis does not undo a script's writes when it then returns an error, and
+-- a hash of someone else's (or of another protocol) must stay as it was.
+local meta, inst, seqs, gone, dead = {}, {}, {}, {}, {}
 local raw = redis.call('HGETALL', key)
 for i = 1, #raw, 2 do
 	local f, v = raw[i], raw[i + 1]
@@ -46,7 +49,7 @@ for i = 1, #raw, 2 do
 		seqs[string.sub(f, 3)] = tonumber(v)
 	elseif string.sub(f, 1, 2) == 'x:' then
 		if (tonumber(v) or 0) <= now then
-			redis.call('HDEL', key, f)
+			dead[#dead + 1] = f
 		else
 			gone[string.sub(f, 3)] = true
 		end
@@ -56,7 +59,7 @@ for i = 1, #raw, 2 do
 			return redis.error_reply('BHTYPE ' .. key .. ' has a field that is not ours')
 		end
 		if tonumber(e) <= now then
-			redis.call('HDEL', key, f)
+			dead[#dead + 1] = f
 		else
 			inst[string.sub(f, 3)] = { tonumber(g), tonumber(c), tonumber(w) }
 		end
@@ -64,18 +67,22 @@ for i = 1, #raw, 2 do
 		meta[f] = v
 	end
 end
--- A sequence number outlives its instance's record by no call.
-for k in pairs(seqs) do
-	if inst[k] == nil then
-		redis.call('HDEL', key, 's:' .. k)
-		seqs[k] = nil
-	end
-end
 if #raw > 0 and meta.p == nil then
 	return redis.error_reply('BHTYPE ' .. key .. ' is a hash that is not ours')
 end
 if meta.p ~= nil and tonumber(meta.p) ~= PROTO then
 	return redis.error_reply('BHPROTO ' .. key .. ' holds protocol ' .. meta.p)
+end
+-- Ours: drop what ran out. A sequence number outlives its instance's
+-- record by no call.
+for _, f in ipairs(dead) do
+	redis.call('HDEL', key, f)
+end
+for k in pairs(seqs) do
+	if inst[k] == nil then
+		redis.call('HDEL', key, 's:' .. k)
+		seqs[k] = nil
+	end
 end
 
 if op == 'leave' then
