@@ -1221,6 +1221,80 @@ static void test_step_waits_without_lock(void **state)
 	assert_true(worst < 50 * BH_MSEC);
 }
 
+/* bh_cluster_open, bh_cluster_step, bh_cluster_set_global_limit and
+ * bh_destroy on a cluster bulkhead are no cancellation points, though they
+ * connect, poll, read and join: a thread with a cancellation request
+ * pending runs each to its end (unwound inside, it would leave the layer's
+ * lock held, a handle leaked, a share registered at the store). */
+enum { CALL_OPEN, CALL_STEP, CALL_SET_LIMIT, CALL_DESTROY };
+
+struct cancel_call {
+	int what, r;
+	bool returned;
+	bulkhead_t *bh;
+	const struct bh_cluster_config *cc;
+};
+
+static void *call_cancel_pending(void *arg)
+{
+	struct cancel_call *cl = arg;
+
+	pthread_cancel(pthread_self()); /* deferred: acted on at a cancellation point */
+	switch (cl->what) {
+	case CALL_OPEN:
+		cl->r = bh_cluster_open(cl->cc, NULL, &cl->bh);
+		break;
+	case CALL_STEP:
+		cl->r = bh_cluster_step(cl->bh, bh_now_ns() + 20 * BH_MSEC);
+		break;
+	case CALL_SET_LIMIT:
+		cl->r = bh_cluster_set_global_limit(cl->bh, 5);
+		break;
+	case CALL_DESTROY:
+		bh_destroy(cl->bh);
+		cl->r = 0;
+		break;
+	}
+	cl->returned = true;
+	return NULL;
+}
+
+static void call_with_cancel_pending(struct cancel_call *cl, int what)
+{
+	pthread_t t;
+	void *res = NULL;
+
+	cl->what = what;
+	cl->returned = false;
+	assert_int_equal(pthread_create(&t, NULL, call_cancel_pending, cl), 0);
+	assert_int_equal(pthread_join(t, &res), 0);
+	assert_true(cl->returned);
+	assert_ptr_equal(res, NULL);
+	assert_int_equal(cl->r, 0);
+}
+
+static void test_not_cancellation_points(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	struct cancel_call cl = { .cc = &cc };
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	call_with_cancel_pending(&cl, CALL_OPEN);
+	assert_int_equal(cstats(cl.bh).share, 4);
+	call_with_cancel_pending(&cl, CALL_STEP);
+	assert_int_equal(bh_cluster_step(cl.bh, 0), 0); /* the lock is free */
+	call_with_cancel_pending(&cl, CALL_SET_LIMIT);
+	call_with_cancel_pending(&cl, CALL_DESTROY);
+	/* with the background thread, which destroy stops and joins */
+	cc.flags &= ~BH_CLUSTER_MANUAL;
+	cc.global_limit = 5;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &cl.bh), 0);
+	call_with_cancel_pending(&cl, CALL_DESTROY);
+	assert_int_equal(records_at_store(name), 0);
+}
+
 /* ---- the store's side ------------------------------------------------------------- */
 
 static void test_noscript_reloads(void **state)
@@ -1615,6 +1689,7 @@ int main(void)
 		cmocka_unit_test(test_fork_then_dropped_request_no_spin),
 		cmocka_unit_test(test_fork_child_copy_closed),
 		cmocka_unit_test(test_step_waits_without_lock),
+		cmocka_unit_test(test_not_cancellation_points),
 		cmocka_unit_test(test_noscript_reloads),
 		cmocka_unit_test(test_expiry_on_store_clock),
 		cmocka_unit_test(test_set_global_limit),

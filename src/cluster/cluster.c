@@ -108,29 +108,33 @@ static void live_del(struct bhc *c)
 	pthread_mutex_unlock(&live_mu);
 }
 
-/* bh_destroy on a cluster bulkhead: stop renewing, give the share back. */
+/* bh_destroy on a cluster bulkhead: stop renewing, give the share back.
+ * Like bh_destroy on any bulkhead, not a cancellation point: the write,
+ * the join, the leave's I/O and the closes are, and a destroy unwound
+ * half way would leak the handle and leave the share registered. */
 static void layer_destroy(struct bhi_layer *l)
 {
 	struct bhc *c = (struct bhc *)l;
-	int saved = errno;
+	int saved = errno, cs;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	if (bhc_inherited(c)) {
 		/* A fork child's copy: the thread, the connection and the lease
 		 * are the parent's. Free our memory and our copies of the fds. */
 		free_cluster(c);
-		errno = saved;
-		return;
-	}
-	live_del(c);
-	if (c->has_thread) {
-		uint64_t one = 1;
+	} else {
+		live_del(c);
+		if (c->has_thread) {
+			uint64_t one = 1;
 
-		if (write(c->evfd, &one, sizeof(one)) == (ssize_t)sizeof(one))
-			pthread_join(c->thread, NULL);
+			if (write(c->evfd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+				pthread_join(c->thread, NULL);
+		}
+		if (c->store)
+			bhc_give_back(c);
+		free_cluster(c);
 	}
-	if (c->store)
-		bhc_give_back(c);
-	free_cluster(c);
+	pthread_setcancelstate(cs, NULL);
 	errno = saved;
 }
 
@@ -269,11 +273,16 @@ fail:
 	return r;
 }
 
+/* Not a cancellation point (connect, poll, the store's I/O are): an open
+ * unwound half way would leak the handle and maybe a registration. */
 int bh_cluster_open(const struct bh_cluster_config *cc, const struct bh_config *local,
 		    bulkhead_t **out)
 {
-	int saved = errno, r = open_cluster(cc, local, out);
+	int saved = errno, cs, r;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	r = open_cluster(cc, local, out);
+	pthread_setcancelstate(cs, NULL);
 	errno = saved;
 	return r;
 }
@@ -370,13 +379,15 @@ int bh_cluster_set_global_limit(bulkhead_t *bh, uint32_t global_limit)
 	struct bhc_request rq = { .op = BHC_LIMIT, .limit = global_limit };
 	struct bhc_store *s = NULL;
 	struct bhc_grant g;
-	int saved = errno, r;
+	int saved = errno, cs, r;
 
 	if (!c || global_limit == 0 || global_limit > BH_LIMIT_MAX)
 		return -EINVAL;
 	if (bhc_inherited(c))
 		return -ESHUTDOWN;
-	/* Its own connection: the driver's may be mid-request. */
+	/* Not a cancellation point, as bh_cluster_open. Its own connection:
+	 * the driver's may be mid-request. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	r = bhc_redis_new(&c->ep, c->name, &s);
 	if (r == 0 && (r = s->ops->start(s, &rq)) == 0)
 		r = bhc_finish(s, bhc_mono() + c->timeout, &g);
@@ -391,6 +402,7 @@ int bh_cluster_set_global_limit(bulkhead_t *bh, uint32_t global_limit)
 		c->limit = global_limit;
 		pthread_mutex_unlock(&c->drive);
 	}
+	pthread_setcancelstate(cs, NULL);
 	errno = saved;
 	return r;
 }

@@ -424,12 +424,17 @@ int bhc_start_thread(struct bhc *c)
 int bh_cluster_step(bulkhead_t *bh, uint64_t deadline_ns)
 {
 	struct bhc *c = bh ? bhc_of(bh) : NULL;
-	int saved = errno;
+	int saved = errno, cs;
 
 	if (!c || !(c->flags & BH_CLUSTER_MANUAL))
 		return -EINVAL;
 	if (bhc_inherited(c))
 		return -ESHUTDOWN; /* the parent's connection and lease */
+	/* Not a cancellation point: the timerfd's read, epoll_wait, the
+	 * store's I/O are, and a thread unwound there would leave c->drive
+	 * locked for good and a request half done. A pending request waits
+	 * for the caller's next cancellation point. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&c->drive);
 	drive(c);
 	for (;;) {
@@ -449,6 +454,7 @@ int bh_cluster_step(bulkhead_t *bh, uint64_t deadline_ns)
 		drive(c);
 	}
 	pthread_mutex_unlock(&c->drive);
+	pthread_setcancelstate(cs, NULL);
 	errno = saved;
 	return 0;
 }
