@@ -1349,6 +1349,34 @@ static void test_expiry_on_store_clock(void **state)
 	freeReplyObject(h);
 }
 
+/* round_trips counts the store commands that went out, each once: not one
+ * queued on a connection the server had closed (the renewal then goes out
+ * on a new one), and every one sent by a bh_cluster_set_global_limit that
+ * failed. */
+static void test_round_trips_exact(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	bulkhead_t *bh;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(cstats(bh).round_trips, 2); /* SCRIPT LOAD, EVALSHA */
+	/* The server closes the idle connection (unix socket: the next send
+	 * fails with EPIPE, nothing goes out); the renewal goes on a new one. */
+	assert_int_equal(rh_do(&srv, "CLIENT KILL TYPE normal SKIPME yes"), 0);
+	step_until_renewals(bh, 2);
+	assert_int_equal(cstats(bh).reconnects, 1);
+	assert_int_equal(cstats(bh).renewals_failed, 0);
+	assert_int_equal(cstats(bh).round_trips, 2 + 1);
+	/* A limit change the store refuses: its SCRIPT LOAD and EVALSHA went out. */
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+	assert_int_equal(bh_cluster_set_global_limit(bh, 6), -ENOENT);
+	assert_int_equal(cstats(bh).round_trips, 2 + 1 + 2);
+	bh_destroy(bh);
+}
+
 static void test_set_global_limit(void **state)
 {
 	char name[32];
@@ -1693,6 +1721,7 @@ int main(void)
 		cmocka_unit_test(test_noscript_reloads),
 		cmocka_unit_test(test_expiry_on_store_clock),
 		cmocka_unit_test(test_set_global_limit),
+		cmocka_unit_test(test_round_trips_exact),
 		cmocka_unit_test(test_metrics_and_no_credentials),
 		cmocka_unit_test(test_odd_permits_go_round),
 		cmocka_unit_test(test_late_renewal_refused),

@@ -391,12 +391,13 @@ int bh_cluster_set_global_limit(bulkhead_t *bh, uint32_t global_limit)
 	r = bhc_redis_new(&c->ep, c->name, &s);
 	if (r == 0 && (r = s->ops->start(s, &rq)) == 0)
 		r = bhc_finish(s, bhc_mono() + c->timeout, &g);
-	if (r == 0)
+	/* What it sent counts, whatever the outcome. */
+	if (s) {
 		atomic_fetch_add_explicit(&c->store->commands,
 					  atomic_load_explicit(&s->commands, memory_order_relaxed),
 					  memory_order_relaxed);
-	if (s)
 		s->ops->free(s);
+	}
 	if (r == 0) {
 		pthread_mutex_lock(&c->drive);
 		c->limit = global_limit;

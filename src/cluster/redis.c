@@ -48,6 +48,13 @@ struct rstore {
 	redisReader *rd;
 	char *out;
 	size_t out_len, out_off, out_cap;
+	/* Where each command queued in out ends, and how many of them have
+	 * gone out whole: a command counts as sent (base.commands) only then,
+	 * not when queued, so one queued on a connection that then fails is
+	 * not counted. At most 3 are queued at once (AUTH, SELECT, SCRIPT
+	 * LOAD; or SCRIPT LOAD and the call). */
+	size_t ends[4];
+	unsigned queued, counted;
 	unsigned due;      /* replies still expected */
 	unsigned hello_n;  /* of which hello replies (AUTH, SELECT, SCRIPT LOAD) */
 	char sha[41];      /* the script's SHA1, once loaded */
@@ -72,6 +79,8 @@ static int put_cmd(struct rstore *r, int argc, const char **argv)
 	char *cmd;
 	int n;
 
+	if (r->queued == sizeof(r->ends) / sizeof(r->ends[0]))
+		return -ENOMEM; /* never: see ends */
 	for (int i = 0; i < argc; i++)
 		lens[i] = strlen(argv[i]);
 	n = redisFormatCommandArgv(&cmd, argc, argv, lens);
@@ -97,11 +106,17 @@ static int put_cmd(struct rstore *r, int argc, const char **argv)
 	}
 	memcpy(r->out + r->out_len, cmd, (size_t)n);
 	r->out_len += (size_t)n;
+	r->ends[r->queued++] = r->out_len;
 	explicit_bzero(cmd, (size_t)n);
 	redisFreeCommand(cmd);
 	r->due++;
-	atomic_fetch_add_explicit(&r->base.commands, 1, memory_order_relaxed);
 	return 0;
+}
+
+static void clear_out(struct rstore *r)
+{
+	r->out_off = r->out_len = 0;
+	r->queued = r->counted = 0;
 }
 
 static int flush_out(struct rstore *r)
@@ -118,8 +133,10 @@ static int flush_out(struct rstore *r)
 			return -errno;
 		}
 		r->out_off += (size_t)n;
+		for (; r->counted < r->queued && r->ends[r->counted] <= r->out_off; r->counted++)
+			atomic_fetch_add_explicit(&r->base.commands, 1, memory_order_relaxed);
 	}
-	r->out_off = r->out_len = 0;
+	clear_out(r);
 	return 0;
 }
 
@@ -138,7 +155,7 @@ static void close_conn(struct rstore *r)
 	if (r->rd)
 		redisReaderFree(r->rd);
 	r->rd = NULL;
-	r->out_len = r->out_off = 0;
+	clear_out(r);
 	r->due = r->hello_n = 0;
 	r->st = RS_DOWN;
 	errno = saved;
