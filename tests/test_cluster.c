@@ -630,6 +630,67 @@ static void test_refused_key_left_untouched(void **state)
 	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
 }
 
+/* The error named name is in bh_cluster_open(3)'s ERRORS. */
+static void assert_documented(const char *name)
+{
+	char path[512], *page, *errors, *end;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/docs/man/bh_cluster_open.3", BH_TOP_SRCDIR);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	page = calloc(1, (size_t)n + 1);
+	assert_int_equal(fread(page, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	errors = strstr(page, ".SH ERRORS");
+	assert_non_null(errors);
+	end = strstr(errors, ".SH NOTES");
+	assert_non_null(end);
+	*end = '\0';
+	printf("%s: %s\n", name, strstr(errors, name) ? "documented" : "NOT documented");
+	assert_non_null(strstr(errors, name));
+	free(page);
+}
+
+/* The store as a read-only replica (the old primary after a failover),
+ * then out of memory: the open fails, and says why in an errno its page
+ * lists; so does an endpoint with a host too long to keep. */
+static void test_open_errors_documented(void **state)
+{
+	char name[32], ep[600], replicaof[64];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+
+	(void)state;
+	memset(ep, 'h', sizeof(ep));
+	memcpy(ep, "redis://", 8);
+	ep[sizeof(ep) - 1] = '\0';
+	cc.endpoint = ep;
+	open_fails(&cc, NULL, -ENAMETOOLONG);
+	assert_documented("ENAMETOOLONG");
+	cc.endpoint = srv.endpoint;
+	snprintf(replicaof, sizeof(replicaof), "REPLICAOF 127.0.0.1 %d", rh_free_port());
+	assert_int_equal(rh_do(&srv, replicaof), 0);
+	open_fails(&cc, NULL, -EROFS);
+	assert_documented("EROFS");
+	assert_int_equal(rh_do(&srv, "REPLICAOF NO ONE"), 0);
+	assert_int_equal(rh_do(&srv, "CONFIG SET maxmemory 1"), 0);
+	open_fails(&cc, NULL, -ENOSPC);
+	assert_documented("ENOSPC");
+	assert_int_equal(rh_do(&srv, "CONFIG SET maxmemory 0"), 0);
+}
+
+static int store_teardown(void **state)
+{
+	(void)state;
+	rh_do(&srv, "REPLICAOF NO ONE");
+	rh_do(&srv, "CONFIG SET maxmemory 0");
+	return 0;
+}
+
 static void test_open_protocol_mismatch(void **state)
 {
 	char name[32];
@@ -1703,6 +1764,7 @@ int main(void)
 		cmocka_unit_test(test_open_wrong_type_at_key),
 		cmocka_unit_test(test_open_protocol_mismatch),
 		cmocka_unit_test(test_refused_key_left_untouched),
+		cmocka_unit_test_teardown(test_open_errors_documented, store_teardown),
 		cmocka_unit_test(test_open_limit_and_lease_mismatch),
 		cmocka_unit_test(test_start_in_fallback),
 		cmocka_unit_test_teardown(test_auth_password_and_acl_user, auth_teardown),

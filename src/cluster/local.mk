@@ -52,7 +52,7 @@ CLUSTER_LIBS = src/libbhcore.la $(HIREDIS_LIBS)
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_cluster
 tests_test_cluster_SOURCES = tests/test_cluster.c tests/testutil.h tests/redis_harness.h
-tests_test_cluster_CFLAGS = $(CLUSTER_CFLAGS) $(CMOCKA_CFLAGS)
+tests_test_cluster_CFLAGS = $(CLUSTER_CFLAGS) $(CMOCKA_CFLAGS) -DBH_TOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_test_cluster_LDADD = $(CLUSTER_LIBS) $(CMOCKA_LIBS)
 TESTS += tests/test_cluster
 

@@ -119,6 +119,24 @@ static void clear_out(struct rstore *r)
 	r->queued = r->counted = 0;
 }
 
+/* A send or recv error on a connection: the few that bh_cluster_open(3)
+ * documents. Whatever else the network says (a host or net unreachable
+ * after connecting, an abort) is the connection failing mid-request. */
+static int io_error(int e)
+{
+	switch (e) {
+	case EPIPE:
+	case ECONNRESET:
+	case ETIMEDOUT:
+		return -e;
+	case ENOMEM:
+	case ENOBUFS:
+		return -ENOMEM;
+	default:
+		return -ECONNRESET;
+	}
+}
+
 static int flush_out(struct rstore *r)
 {
 	while (r->out_off < r->out_len) {
@@ -130,7 +148,7 @@ static int flush_out(struct rstore *r)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return -EINPROGRESS;
-			return -errno;
+			return io_error(errno);
 		}
 		r->out_off += (size_t)n;
 		for (; r->counted < r->queued && r->ends[r->counted] <= r->out_off; r->counted++)
@@ -475,7 +493,7 @@ static int read_replies(struct rstore *r)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return -EINPROGRESS;
-			return -errno;
+			return io_error(errno);
 		}
 		if (redisReaderFeed(r->rd, buf, (size_t)n) != REDIS_OK)
 			return -EPROTO;
