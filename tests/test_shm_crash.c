@@ -1103,6 +1103,123 @@ static void test_dead_looks_alive_during_rebuild(void **state)
 	shm_done(bh, name);
 }
 
+/* A look at a taken process slot races the process there detaching and a
+ * new one registering into it: the look read the slot taken, then the
+ * detacher freed it and closed its descriptor, then the probe found the
+ * liveness lock free. The detacher is not dead, and the newcomer that took
+ * the slot right after the probe is not either: reclaimed as the slot's
+ * dead owner, its permit went back to the word (one more than the limit)
+ * and its own release failed with -EOVERFLOW. */
+static int quiet_detacher(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+
+	bh_destroy(f->inherited); /* attach afresh: our own detach */
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1);
+	if (hear(in) != 1)
+		return 2;
+	bhs_pause_at(BP_DETACHED, 1, out, in);
+	bh_destroy(bh);
+	return 0;
+}
+
+static int idle_main(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+
+	(void)in;
+	bh_destroy(f->inherited);
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1);
+	pause();
+	return 0;
+}
+
+static int probing_scanner(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+
+	bh_destroy(f->inherited); /* attach afresh: our own detach */
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0)
+		return 1;
+	/* Looks 1-3: the unlocked pre-scan of slots 0 (the test), 1 (the
+	 * detacher) and 2 (a dead one: it stops there and locks); look 4:
+	 * slot 0 under the lock; look 5: slot 1 under the lock. Its own
+	 * slot (3) is never probed. */
+	bhs_pause_at(BP_PROBE, 5, out, in);
+	bhs_scan_now(bh);
+	bh_destroy(bh);
+	return 0;
+}
+
+static int late_taker(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+
+	bh_destroy(f->inherited); /* attach afresh: our own detach */
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, bh_try_acquire(bh, 1));
+	if (hear(in) != 1)
+		return 2;
+	say(out, bh_release(bh, 1));
+	bh_destroy(bh);
+	return 0;
+}
+
+static void test_probe_races_detach_and_register(void **state)
+{
+	const char *name = uniq("detreg");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct bhs_proc *procs = (struct bhs_proc *)((char *)g + g->hdr.off_procs);
+	struct fresh f = { name, bh };
+	struct child d, x, s, n;
+	char point = 0, next = BP_PROBED;
+
+	(void)state;
+	d = spawn(quiet_detacher, &f);
+	assert_int_equal(hear(d.rd), 1);
+	assert_int_equal(atomic_load(&procs[1].pid), d.pid);
+	x = spawn(idle_main, &f); /* slot 2, then dead, not yet found */
+	assert_int_equal(hear(x.rd), 1);
+	kill_reap(&x);
+	say(d.wr, 1);
+	assert_int_equal(read(d.rd, &point, 1), 1);
+	assert_int_equal(point, BP_DETACHED); /* gave back and unlocked, slot 1 taken */
+	s = spawn(probing_scanner, &f);
+	assert_int_equal(read(s.rd, &point, 1), 1);
+	assert_int_equal(point, BP_PROBE); /* holds the lock, read slot 1 taken */
+	assert_int_equal(atomic_load(&procs[3].pid), s.pid);
+	assert_int_equal(write(d.wr, "", 1), 1);
+	assert_int_equal(reap(&d), 0); /* detached: slot 1 free, descriptor closed */
+	assert_int_equal(write(s.wr, &next, 1), 1);
+	assert_int_equal(read(s.rd, &point, 1), 1);
+	assert_int_equal(point, BP_PROBED); /* found slot 1's lock free */
+	n = spawn(late_taker, &f);
+	assert_int_equal(hear(n.rd), 0); /* registered into slot 1, holds 1 */
+	assert_int_equal(atomic_load(&procs[1].pid), n.pid);
+	assert_int_equal(write(s.wr, "", 1), 1);
+	assert_int_equal(reap(&s), 0);
+	assert_int_equal(atomic_load(&g->deaths), 1); /* x; not d, not n */
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_try_acquire(bh, 4), -EBUSY);
+	say(n.wr, 1);
+	assert_int_equal(hear(n.rd), 0);
+	assert_int_equal(reap(&n), 0);
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(stats_of(bh).reclaimed, 0);
+	all_permits_back(bh, 4);
+	shm_done(bh, name);
+}
+
 /* An async grant claimed by the owner's agent, which dies before its
  * ledger records it. */
 static void noop_cb(struct bh_async *node, int result)
@@ -1502,6 +1619,7 @@ int main(void)
 		cmocka_unit_test(test_rebuild_after_waiter_left),
 		cmocka_unit_test(test_rebuild_after_admit_retook),
 		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
+		cmocka_unit_test(test_probe_races_detach_and_register),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_agent_delivers_to_reused_node),

@@ -52,17 +52,59 @@ static bool slot_locked(struct bhs_att *a, uint32_t i)
 	return r < 0 || fl.l_type != F_UNLCK; /* a failed probe proves nothing */
 }
 
-/* A process slot is alive while it is taken (not free, not reclaimed) and
- * its liveness lock is held; this process is alive by definition. */
+/* Who is in process slot i: nobody, a living process, or a dead one.
+ *
+ * A slot changes hands without the internal lock: its process detaches
+ * (bhs_leave_proc) and another registers (claim_proc), both while we look.
+ * A probe that finds the liveness lock free says only that whoever held it
+ * is gone, not that the slot's process is dead: a detacher drops its lock
+ * too, and the newcomer that takes the slot a moment later is alive. So the
+ * slot is read before the probe and again after it, and it is dead only if
+ * the same process (the same generation, still taken the same way) is
+ * there on both sides of an unlocked probe. The generation is read first
+ * (acquire): a detacher marks its slot PS_LEAVING before it moves the
+ * generation (release), so a new generation read here comes with a state
+ * past PS_LIVE, and a PS_LIVE read after it is the newcomer's. Had the
+ * state been read first, the detacher's PS_LIVE could come with its new
+ * generation, which the newcomer then shows too. *gen: the generation the
+ * answer is about. This process is alive by definition. */
+int bhs_proc_look(struct bhs_att *a, uint32_t i, uint32_t *gen)
+{
+	uint32_t g, st;
+	bool locked;
+
+	if (i >= a->nprocs)
+		return WHO_NONE;
+	/* acquire: pairs with bhs_leave_proc()'s release of the generation */
+	g = atomic_load_explicit(&a->procs[i].gen, memory_order_acquire);
+	/* acquire: pairs with claim_proc()'s CAS and free_proc()'s release */
+	st = atomic_load_explicit(&a->procs[i].state, memory_order_acquire);
+	*gen = g;
+	if (att_proc(a) && i == a->pidx)
+		return WHO_ALIVE;
+	if (st == PS_FREE)
+		return WHO_NONE;
+	if (st == PS_RECLAIMED) /* cleared by a recovery not yet through */
+		return WHO_DEAD;
+	BHS_POINT(BP_PROBE);
+	locked = slot_locked(a, i);
+	BHS_POINT(BP_PROBED);
+	if (locked)
+		return WHO_ALIVE;
+	/* The lock was free: of the same process only if nothing moved. The
+	 * probe is a system call after the holder's close, which came after
+	 * its stores to the slot. */
+	if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) != st ||
+	    atomic_load_explicit(&a->procs[i].gen, memory_order_relaxed) != g)
+		return WHO_NONE; /* it changed hands: not ours to judge now */
+	return WHO_DEAD;
+}
+
 bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx)
 {
-	if (pidx >= a->nprocs)
-		return false;
-	if (att_proc(a) && pidx == a->pidx)
-		return true;
-	if (atomic_load_explicit(&a->procs[pidx].state, memory_order_acquire) != PS_LIVE)
-		return false;
-	return slot_locked(a, pidx);
+	uint32_t gen;
+
+	return bhs_proc_look(a, pidx, &gen) == WHO_ALIVE;
 }
 
 /* The owner a lock word names is gone when its slot changed hands (another

@@ -253,9 +253,10 @@ int bhs_register(struct bhs_att *a)
 	a->lockval = ((uint32_t)i + 1u) |
 		     ((atomic_load_explicit(&p->gen, memory_order_relaxed) & 0x7fffu) << 16);
 	if (!claim_shared(a, (uint32_t)i)) {
-		/* release: pairs with the next claim_proc()'s acquire CAS, as
-		 * free_proc()'s store does (reclaim.c) */
-		atomic_store_explicit(&p->state, PS_FREE, memory_order_release);
+		/* Given back as a detacher does, with a new generation: a look
+		 * that read the slot taken and then found its lock free must not
+		 * take the next registrant there for us (bhs_proc_look()). */
+		bhs_leave_proc(a, (uint32_t)i);
 		set_lock(a->fd, (uint32_t)i, F_UNLCK);
 		r = -ENOSPC;
 		goto out;
@@ -463,6 +464,7 @@ static void detach(struct bhs_att *a)
 		bhs_lock(a);
 		bhs_reclaim_self_locked(a);
 		bhs_unlock(a);
+		BHS_POINT(BP_DETACHED);
 		bhs_release_self(a);
 	}
 	free_att(a); /* closing our descriptor drops the liveness lock */

@@ -327,12 +327,27 @@ void bhs_reclaim_self_locked(struct bhs_att *a)
 	bhs_dispatch_locked(a);
 }
 
+/* Process slot pidx, ours and holding nothing, goes to the next process,
+ * without the lock. Leaving first, then the new generation, then free: a
+ * look that reads the new generation then reads leaving or later, never
+ * the taken state of the generation that ends here (bhs_proc_look()), so a
+ * newcomer in the slot is never taken for us. */
+void bhs_leave_proc(struct bhs_att *a, uint32_t pidx)
+{
+	struct bhs_proc *p = &a->procs[pidx];
+
+	atomic_store_explicit(&p->state, PS_LEAVING, memory_order_relaxed);
+	/* release: leaving before the generation; pairs with bhs_proc_look()'s
+	 * acquire load of the generation */
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	free_proc(a, pidx);
+}
+
 /* After bhs_reclaim_self_locked() and the unlock: our slot holds nothing
  * (a scan meanwhile found us alive) and goes to the next process. */
 void bhs_release_self(struct bhs_att *a)
 {
-	atomic_fetch_add_explicit(&a->procs[a->pidx].gen, 1, memory_order_relaxed);
-	free_proc(a, a->pidx);
+	bhs_leave_proc(a, a->pidx);
 }
 
 /* Reclaim every dead process; false when none was found. */
@@ -341,12 +356,14 @@ bool bhs_scan_locked(struct bhs_att *a)
 	bool found = false, open, rebuild = false;
 
 	for (uint32_t i = 0; i < a->nprocs; i++) {
-		/* acquire: pairs with claim_proc()'s CAS */
-		uint32_t st = atomic_load_explicit(&a->procs[i].state, memory_order_acquire);
+		uint32_t gen, st;
 		uint64_t held;
 
-		if (st == PS_FREE || bhs_proc_alive(a, i))
+		if (bhs_proc_look(a, i, &gen) != WHO_DEAD)
 			continue;
+		/* Dead at generation gen: its slot moves only under the lock,
+		 * which we hold, so what we read now is its. */
+		st = atomic_load_explicit(&a->procs[i].state, memory_order_relaxed);
 		found = true;
 		held = bhs_proc_holdings(a, i, &open);
 		/* A reclaimed slot under a lock taken normally is damage: the
@@ -376,9 +393,11 @@ bool bhs_maybe_scan(struct bhs_att *a)
 	if (!atomic_compare_exchange_strong_explicit(&a->seg->scan_ns, &last, now,
 						     memory_order_relaxed, memory_order_relaxed))
 		return false;
-	for (uint32_t i = 0; i < a->nprocs && !any; i++)
-		any = atomic_load_explicit(&a->procs[i].state, memory_order_relaxed) != PS_FREE &&
-		      !bhs_proc_alive(a, i);
+	for (uint32_t i = 0; i < a->nprocs && !any; i++) {
+		uint32_t gen;
+
+		any = bhs_proc_look(a, i, &gen) == WHO_DEAD;
+	}
 	if (!any || (!att_proc(a) && bhs_register(a) < 0))
 		return false;
 	bhs_lock(a);
@@ -392,6 +411,7 @@ bool bhs_maybe_scan(struct bhs_att *a)
 struct census {
 	uint64_t live[(BHS_PROCS + 63) / 64];
 	uint64_t taken[(BHS_PROCS + 63) / 64]; /* not free at the census */
+	uint32_t gen[BHS_PROCS];               /* of the taken, at the census */
 	uint64_t held;
 	uint32_t nq;
 };
@@ -497,15 +517,18 @@ static void relist_extra(struct bhs_att *a)
 }
 
 /* Which processes are taken, and which of those are alive now (their
- * liveness lock is held). */
+ * liveness lock is held). A slot that changed hands while we looked
+ * (bhs_proc_look()) counts as free: its detacher gave everything back
+ * under the lock before, and its newcomer registered after the freeze. */
 static void find_live(struct bhs_att *a, struct census *c)
 {
 	for (uint32_t i = 0; i < a->nprocs; i++) {
-		/* acquire: pairs with claim_proc's CAS */
-		if (atomic_load_explicit(&a->procs[i].state, memory_order_acquire) == PS_FREE)
+		int who = bhs_proc_look(a, i, &c->gen[i]);
+
+		if (who == WHO_NONE)
 			continue;
 		c->taken[i / 64] |= 1ull << (i % 64);
-		if (bhs_proc_alive(a, i))
+		if (who == WHO_ALIVE)
 			c->live[i / 64] |= 1ull << (i % 64);
 	}
 }
@@ -527,10 +550,18 @@ static bool is_dead(const struct census *c, uint32_t i)
 	return (c->taken[i / 64] >> (i % 64) & 1) && !is_live(c, i);
 }
 
+/* Only the process the census found dead is cleared, never a slot that
+ * went on to another generation since (the lock keeps a dead one's slot
+ * from moving, so this only guards the rule). */
+static bool same_proc(struct bhs_att *a, const struct census *c, uint32_t i)
+{
+	return atomic_load_explicit(&a->procs[i].gen, memory_order_relaxed) == c->gen[i];
+}
+
 static void clear_dead(struct bhs_att *a, const struct census *c)
 {
 	for (uint32_t i = 0; i < a->nprocs; i++)
-		if (is_dead(c, i))
+		if (is_dead(c, i) && same_proc(a, c, i))
 			clear_proc(a, i);
 }
 

@@ -77,7 +77,7 @@ static inline uint32_t s_nq(uint64_t w)
 #define BHS_LOCK_BASE ((off_t)1 << 40) /* byte BASE + i: process i's liveness lock */
 
 #define BHS_MAGIC 0x314d48536b6c7562ull /* "bulkSHM1", little-endian */
-#define BHS_LAYOUT 5u
+#define BHS_LAYOUT 6u
 
 /* Offsets in the segment are cache-line aligned. */
 static inline size_t bhs_align_up(size_t v)
@@ -108,8 +108,10 @@ struct bhs_hdr {
 /* A process slot: free, taken, or reclaimed -- its holdings given back
  * and cleared by a recovery that is not through yet (it frees the slot
  * once it has counted it; reclaim.c, the recovery log). Nobody takes a
- * reclaimed slot, and every census counts it as dead. */
-enum { PS_FREE, PS_LIVE, PS_RECLAIMED };
+ * reclaimed slot, and every census counts it as dead. Leaving: its process
+ * gave everything back and is freeing it (bhs_leave_proc); dead if its
+ * liveness lock is gone while it still reads leaving. */
+enum { PS_FREE, PS_LIVE, PS_RECLAIMED, PS_LEAVING };
 
 struct bhs_proc {
 	_Alignas(BHI_CACHELINE) _Atomic uint32_t state; /* under the lock */
@@ -465,6 +467,9 @@ enum bhs_point {
 	BP_CLOSING,   /* a close set W_CLOSED, its waiters not yet failed */
 	BP_GRANTING,  /* a handoff is logged, its CAS not yet made, the lock held */
 	BP_HANDED,    /* a handoff is made and told, its log still open */
+	BP_PROBE,     /* a look at a taken process slot, before its liveness probe */
+	BP_PROBED,    /* the same look, after the probe */
+	BP_DETACHED,  /* a detacher gave back and unlocked, its slot still taken */
 	BP_NPOINTS,
 };
 
@@ -482,6 +487,8 @@ void bhs_lock(struct bhs_att *a);
 /* Whether lock or role word v names a process that is gone (not us). */
 bool bhs_owner_gone(struct bhs_att *a, uint32_t v);
 void bhs_unlock(struct bhs_att *a);
+enum { WHO_NONE, WHO_ALIVE, WHO_DEAD };
+int bhs_proc_look(struct bhs_att *a, uint32_t i, uint32_t *gen);
 bool bhs_proc_alive(struct bhs_att *a, uint32_t pidx);
 
 /* fast.c */
@@ -533,6 +540,7 @@ bool bhs_scan_locked(struct bhs_att *a);
 bool bhs_rebuild_locked(struct bhs_att *a, bool must);
 void bhs_reclaim_self_locked(struct bhs_att *a);
 void bhs_release_self(struct bhs_att *a);
+void bhs_leave_proc(struct bhs_att *a, uint32_t pidx);
 uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open_window);
 
 /* segment.c */
