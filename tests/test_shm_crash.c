@@ -1220,6 +1220,54 @@ static void test_probe_races_detach_and_register(void **state)
 	shm_done(bh, name);
 }
 
+/* A survivor whose waits are all shorter than the 100 ms poll still looks
+ * for the dead, when a wait reaches its deadline: the dead holder's permit
+ * comes back to it. Without that look its waits all ended in -ETIMEDOUT
+ * and nothing else looked. */
+static int take_one_and_hang(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+
+	(void)in;
+	bh_destroy(f->inherited);
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0)
+		return 1;
+	say(out, 1);
+	pause();
+	return 0;
+}
+
+static void short_wait_after_death(uint32_t flags)
+{
+	const char *name = uniq("short");
+	bulkhead_t *bh = shm_make(name, 1, 4, flags);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct fresh f = { name, bh };
+	struct child c = spawn(take_one_and_hang, &f);
+
+	assert_int_equal(hear(c.rd), 1);
+	kill_reap(&c); /* died holding the only permit */
+	/* The next look is due 20 ms from now: not when the wait starts, but
+	 * before its 50 ms deadline (and never at a poll: 50 ms < 100 ms). */
+	atomic_store(&g->scan_ns, bh_now_ns() - 80 * BH_MSEC);
+	assert_int_equal(bh_acquire(bh, 1, bh_now_ns() + 50 * BH_MSEC), 0);
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(stats_of(bh).reclaimed, 1);
+	assert_int_equal(stats_of(bh).timed_out, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
+/* Fair: the look grants the head; unfair: it wakes the head to compete. */
+static void test_short_wait_looks_for_the_dead(void **state)
+{
+	(void)state;
+	short_wait_after_death(BH_FAIR);
+	short_wait_after_death(0);
+}
+
 /* An async grant claimed by the owner's agent, which dies before its
  * ledger records it. */
 static void noop_cb(struct bh_async *node, int result)
@@ -1620,6 +1668,7 @@ int main(void)
 		cmocka_unit_test(test_rebuild_after_admit_retook),
 		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
 		cmocka_unit_test(test_probe_races_detach_and_register),
+		cmocka_unit_test(test_short_wait_looks_for_the_dead),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_agent_delivers_to_reused_node),

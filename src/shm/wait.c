@@ -184,11 +184,18 @@ static void spin(struct bhs_att *a, struct bhs_qnode *q)
 
 /* As the core's wait loop, but no sleep is longer than poll_ns: when one
  * ends before our deadline we look for dead processes (who may hold the
- * permits we wait for, or a grant meant for us), then sleep again. */
+ * permits we wait for, or a grant meant for us), then sleep again. We look
+ * at the deadline too, before leaving: a caller whose waits are all shorter
+ * than poll_ns would otherwise never look, and a dead holder's permits
+ * never come back to it. What a look gives back serves the queue: when it
+ * found someone, we look at our node once more (a grant, or a wake-up to
+ * compete for the permits in unfair mode) before we leave. Looks stay at
+ * one per 100 ms host-wide. */
 static int wait_loop(struct waiter *wt, uint64_t deadline)
 {
 	struct bhs_att *a = wt->a;
 	struct bhs_qnode *q = qnode_at(a, wt->qi);
+	bool last = false; /* past the deadline, after a look that found the dead */
 
 	for (;;) {
 		/* acquire: pairs with bhs_notify_locked's exchange */
@@ -203,6 +210,8 @@ static int wait_loop(struct waiter *wt, uint64_t deadline)
 				return 0;
 			continue;
 		}
+		if (last)
+			return leave(wt);
 		if (st == QS_WAITING) {
 			uint32_t expect = QS_WAITING;
 
@@ -220,9 +229,9 @@ static int wait_loop(struct waiter *wt, uint64_t deadline)
 		if (bhi_sync_wait(a->sync, BHI_WAIT_GRANT, &q->state, QS_SLEEPING,
 				  poll ? until : deadline) != -ETIMEDOUT)
 			continue;
-		if (!poll)
+		last = bhs_maybe_scan(a) && !poll;
+		if (!poll && !last)
 			return leave(wt);
-		bhs_maybe_scan(a);
 	}
 }
 
