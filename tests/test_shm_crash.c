@@ -1268,6 +1268,63 @@ static void test_short_wait_looks_for_the_dead(void **state)
 	short_wait_after_death(0);
 }
 
+/* A refused attach closes its descriptor once. Closed a second time, the
+ * number could by then be another thread's file: the library closed that.
+ * The close() wrap plays the other thread: right after the library's
+ * first close of the segment's descriptor it opens /dev/null, which gets
+ * the same number. */
+int __real_close(int fd);
+int __wrap_close(int fd);
+static _Atomic int close_watch;
+static int other_fd = -1;
+
+int __wrap_close(int fd)
+{
+	int r = __real_close(fd);
+
+	if (atomic_load(&close_watch) && r == 0 && other_fd < 0) {
+		atomic_store(&close_watch, 0);
+		other_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the other thread's */
+		assert_int_equal(other_fd, fd);
+	}
+	return r;
+}
+
+static void test_refused_attach_closes_once(void **state)
+{
+	const char *name = uniq("dclose");
+	bulkhead_t *bh = shm_make(name, 3, 2, 0), *b2 = NULL;
+	char path[512];
+	size_t len;
+	unsigned char *img;
+	struct bhs_seg *g;
+	int fd;
+
+	(void)state;
+	bhs_segment(bh, &len);
+	img = malloc(len);
+	assert_non_null(img);
+	memcpy(img, bhs_segment(bh, NULL), len);
+	shm_done(bh, name);
+	/* a bit no state word has: the mapping's check refuses it */
+	g = (struct bhs_seg *)(void *)img;
+	atomic_store(&g->word, atomic_load(&g->word) | (1ull << 59));
+	path_for(name, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, img, len), (ssize_t)len);
+	assert_int_equal(__real_close(fd), 0);
+	free(img);
+	other_fd = -1;
+	atomic_store(&close_watch, 1);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &b2), -EBADMSG);
+	atomic_store(&close_watch, 0);
+	assert_true(other_fd >= 0);
+	assert_true(fcntl(other_fd, F_GETFD) >= 0); /* still open: not closed for it */
+	assert_int_equal(__real_close(other_fd), 0);
+	assert_int_equal(bh_shm_unlink(name), 0);
+}
+
 /* An async grant claimed by the owner's agent, which dies before its
  * ledger records it. */
 static void noop_cb(struct bh_async *node, int result)
@@ -1669,6 +1726,7 @@ int main(void)
 		cmocka_unit_test(test_dead_looks_alive_during_rebuild),
 		cmocka_unit_test(test_probe_races_detach_and_register),
 		cmocka_unit_test(test_short_wait_looks_for_the_dead),
+		cmocka_unit_test(test_refused_attach_closes_once),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_agent_delivers_to_reused_node),

@@ -381,6 +381,9 @@ static int get_file(const char *name, const char *path, const struct bh_config *
 	return -EAGAIN;
 }
 
+/* Attach through fd, which is ours to close (or keep) on every path: one
+ * owner closes it, once. Closed twice, the second close could take another
+ * thread's file that got the number in between. */
 static int attach(const char *name, int fd, const struct bh_config *cfg, struct bhs_att **out)
 {
 	struct bhs_hdr h;
@@ -389,10 +392,11 @@ static int attach(const char *name, int fd, const struct bh_config *cfg, struct 
 	off_t size;
 	int r;
 
-	if ((r = read_hdr(fd, name, &h, &size)) < 0 || (r = bhs_check_cfg(cfg, &h, name)) < 0)
+	if ((r = read_hdr(fd, name, &h, &size)) < 0 || (r = bhs_check_cfg(cfg, &h, name)) < 0 ||
+	    (r = fstat(fd, &st) < 0 ? -errno : 0) < 0) {
+		close(fd);
 		return r;
-	if (fstat(fd, &st) < 0)
-		return -errno;
+	}
 	if ((a = find_att(st.st_dev, st.st_ino)) != NULL) {
 		/* ours already, maybe inherited: a fork child registers here */
 		close(fd);
@@ -402,10 +406,12 @@ static int attach(const char *name, int fd, const struct bh_config *cfg, struct 
 		*out = a;
 		return 0;
 	}
-	if ((a = new_att(fd, &st, &h, name)) == NULL)
+	if ((a = new_att(fd, &st, &h, name)) == NULL) {
+		close(fd);
 		return -ENOMEM;
+	}
 	if ((r = map_att(a, &h, name)) < 0 || (r = bhs_register(a)) < 0) {
-		free_att(a);
+		free_att(a); /* closes fd */
 		return r;
 	}
 	a->refs = 1;
@@ -430,8 +436,8 @@ int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, b
 	pthread_once(&reg_once, reg_init);
 	pthread_mutex_lock(&reg_mu);
 	r = get_file(name, path, cfg, flags, &fd);
-	if (r == 0 && (r = attach(name, fd, cfg, &a)) < 0)
-		close(fd);
+	if (r == 0)
+		r = attach(name, fd, cfg, &a); /* closes fd when it fails */
 	pthread_mutex_unlock(&reg_mu);
 	errno = saved;
 	if (r < 0) {
