@@ -1,8 +1,14 @@
 /* Host-wide bulkheads: names, files, the header, attaching, ledgers and the
  * fast paths, fork and exec. Cross-process behaviour is tested with real
  * forked processes in a private BH_SHM_DIR. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* unshare, CLONE_NEW* */
+#endif
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -1476,6 +1482,61 @@ static void test_async_take_begins_hold(void **state)
 	shm_done(bh, name);
 }
 
+/* Creating a segment on a file system without room for it fails with
+ * -ENOSPC. The file was only truncated to size, so its pages were first
+ * needed when the new segment was written: the process died of SIGBUS.
+ * The child mounts a tmpfs far smaller than a segment in a mount namespace
+ * of its own (exit 77: it cannot, and the test is skipped). */
+static int create_on_small_fs(const char *dir)
+{
+	struct bh_config cfg = { .max_concurrent = 4, .queue_capacity = 4 };
+	bulkhead_t *bh = NULL;
+	struct dirent *e;
+	DIR *d;
+	int r, left = 0;
+
+	if (unshare(CLONE_NEWNS) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return 77;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "size=256k") < 0)
+		return 77;
+	setenv("BH_SHM_DIR", dir, 1);
+	r = bh_shm_open("fullfs", &cfg, BH_SHM_CREATE, &bh);
+	if (r != -ENOSPC)
+		return 10;
+	if ((d = opendir(dir)) == NULL)
+		return 11;
+	while ((e = readdir(d)) != NULL)
+		left += e->d_name[0] != '.'; /* no half-made file left behind */
+	closedir(d);
+	return left ? 12 : 0;
+}
+
+static void test_create_on_full_fs(void **state)
+{
+	char dir[] = "/tmp/bh-fullfs-XXXXXX";
+	pid_t pid;
+	int st;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		signal(SIGBUS, SIG_DFL); /* cmocka's handler is the parent's business */
+		alarm(60);
+		_exit(create_on_small_fs(dir));
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	rmdir(dir);
+	if (WIFSIGNALED(st))
+		fail_msg("the creator died of signal %d", WTERMSIG(st));
+	if (WEXITSTATUS(st) == 77)
+		skip(); /* no mount namespace here */
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1511,6 +1572,7 @@ int main(void)
 		cmocka_unit_test(test_every_entry_each_flag),
 		cmocka_unit_test(test_async_take_begins_hold),
 		cmocka_unit_test(test_segment_limits),
+		cmocka_unit_test(test_create_on_full_fs),
 	};
 
 	alarm(300);

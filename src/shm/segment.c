@@ -286,7 +286,12 @@ int bhs_create_seg(const char *name, const char *path, const struct bh_config *c
 	fill_hdr(&h, name, cfg, mode);
 	if ((fd = anon_file(dir, mode, tmp, sizeof(tmp))) < 0)
 		return -errno;
+	/* Every page is allocated now: a file only truncated to size gets its
+	 * pages when they are first written, and on a full file system that
+	 * write through the mapping is a SIGBUS, not an error. */
 	r = ftruncate(fd, (off_t)h.seg_size) < 0 ? -errno : 0;
+	if (r == 0)
+		r = -posix_fallocate(fd, 0, (off_t)h.seg_size);
 	if (r == 0) {
 		m = mmap(NULL, h.seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED) {
@@ -295,10 +300,11 @@ int bhs_create_seg(const char *name, const char *path, const struct bh_config *c
 			init_seg(m, &h, cfg);
 			munmap(m, h.seg_size);
 			r = publish(fd, tmp, path);
+			tmp[0] = '\0'; /* publish() unlinked it */
 		}
-	} else if (tmp[0]) {
-		unlink(tmp);
 	}
+	if (r < 0 && tmp[0])
+		unlink(tmp);
 	if (r < 0) {
 		close(fd);
 		return r;
