@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -1537,6 +1538,151 @@ static void test_create_on_full_fs(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- cancellation: only a waiting bh_acquire is a cancellation point --- */
+
+/* Where a thread is blocked: the futex address of its system call, if that
+ * call is futex(2) (/proc/self/task/TID/syscall); 0 otherwise. */
+static uintptr_t futex_of(pid_t tid)
+{
+	char path[64], buf[256];
+	unsigned long nr = 0, arg = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%lu %lx", &nr, &arg) != 2)
+		arg = 0;
+	fclose(f);
+	return nr == SYS_futex ? (uintptr_t)arg : 0;
+}
+
+static int cb_hold[2];
+static _Atomic int cb_running;
+
+static void held_cb(struct bh_async *node, int result)
+{
+	char c;
+
+	(void)node;
+	(void)result;
+	atomic_store(&cb_running, 1);
+	if (read(cb_hold[0], &c, 1) != 1) {
+		/* the test let it go */
+	}
+}
+
+struct cancelled_call {
+	bulkhead_t *bh;
+	struct bh_async *node;
+	const char *name;
+	_Atomic pid_t tid;
+	_Atomic int returned; /* the call returned, and its result + 100 */
+	_Atomic int destroyed;
+};
+
+/* Cancelled before it starts (deferred: the cancel waits for a
+ * cancellation point), the thread calls bh_cancel_async while the agent
+ * runs the node's callback: the call waits for the callback, and must not
+ * act on the cancel there. */
+static void *cancel_async_cancelled(void *arg)
+{
+	struct cancelled_call *c = arg;
+	int r;
+
+	atomic_store(&c->tid, (pid_t)syscall(SYS_gettid));
+	pthread_cancel(pthread_self());
+	r = bh_cancel_async(c->bh, c->node);
+	atomic_store(&c->returned, r + 100);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_cancel_async_not_a_cancellation_point(void **state)
+{
+	const char *name = uniq("cancasync");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct bhs_att *a = att_of(bh);
+	struct bh_async node;
+	struct cancelled_call c = { bh, &node, NULL, 0, 0, 0 };
+	uintptr_t lo = (uintptr_t)&a->delivered, hi = lo + sizeof(a->delivered), f;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	assert_int_equal(pipe(cb_hold), 0);
+	atomic_store(&cb_running, 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &node, 1, held_cb, NULL), 1);
+	assert_int_equal(bh_release(bh, 1), 0); /* granted: the agent runs held_cb */
+	while (!atomic_load(&cb_running))
+		usleep(1000);
+	pthread_create(&t, NULL, cancel_async_cancelled, &c);
+	/* Until it either left (acted on the cancel in its wait) or sleeps
+	 * waiting for the callback, on a->delivered. */
+	for (;;) {
+		pid_t tid = atomic_load(&c.tid);
+
+		if (pthread_tryjoin_np(t, &ret) == 0)
+			break;
+		f = tid ? futex_of(tid) : 0;
+		if (f >= lo && f < hi) {
+			assert_int_equal(write(cb_hold[1], "", 1), 1); /* the callback returns */
+			assert_int_equal(pthread_join(t, &ret), 0);
+			break;
+		}
+		usleep(1000);
+	}
+	assert_true(ret == PTHREAD_CANCELED); /* at its next cancellation point */
+	assert_int_equal(atomic_load(&c.returned), 100); /* bh_cancel_async returned 0 */
+	close(cb_hold[0]);
+	close(cb_hold[1]);
+	assert_int_equal(bh_release(bh, 1), 0); /* the grant held_cb was given */
+	shm_done(bh, name); /* the agent stops: a->mu is free */
+}
+
+/* bh_shm_open is no cancellation point either: cancelled inside, the
+ * thread would leave the registry lock held, which fork() takes. */
+static void *open_cancelled(void *arg)
+{
+	struct cancelled_call *c = arg;
+	bulkhead_t *bh = NULL;
+	int r;
+
+	pthread_cancel(pthread_self());
+	r = bh_shm_open(c->name, NULL, 0, &bh);
+	atomic_store(&c->returned, r + 100);
+	if (r == 0)
+		bh_destroy(bh); /* a second handle: no detach */
+	atomic_store(&c->destroyed, 1);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_open_not_a_cancellation_point(void **state)
+{
+	const char *name = uniq("cancopen");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct cancelled_call c = { NULL, NULL, name, 0, 0, 0 };
+	pthread_t t;
+	void *ret;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	pthread_create(&t, NULL, open_cancelled, &c);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_true(ret == PTHREAD_CANCELED);
+	assert_int_equal(atomic_load(&c.returned), 100); /* it attached */
+	assert_int_equal(atomic_load(&c.destroyed), 1);
+	pid = fork(); /* its prepare handler takes the registry lock */
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1573,6 +1719,8 @@ int main(void)
 		cmocka_unit_test(test_async_take_begins_hold),
 		cmocka_unit_test(test_segment_limits),
 		cmocka_unit_test(test_create_on_full_fs),
+		cmocka_unit_test(test_cancel_async_not_a_cancellation_point),
+		cmocka_unit_test(test_open_not_a_cancellation_point),
 	};
 
 	alarm(300);

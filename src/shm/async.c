@@ -268,6 +268,7 @@ int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 	struct bhs_att *a = att_of(bh);
 	uint32_t qi, i, st;
 	struct bhs_qnode *q;
+	int cs;
 
 	/* Not registered (a fork child before its first use): no node is
 	 * ours, and our lock value is still the parent's, which the parent
@@ -309,10 +310,16 @@ int bhs_cancel_async(bulkhead_t *bh, struct bh_async *node)
 			deliver(a, i, st);
 		return 0;
 	}
+	/* Not a cancellation point (<bulkhead.h>): cancelled in the wait, the
+	 * thread would unwind holding a->mu, and the agent and bh_destroy
+	 * would wait for it forever. A pending cancel acts at the caller's
+	 * next cancellation point. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&a->mu);
 	/* acquire: pairs with deliver()'s release store of NULL: the callback has run */
 	while (a->agent_on && atomic_load_explicit(&a->anode[i], memory_order_acquire) == node)
 		pthread_cond_wait(&a->delivered, &a->mu);
 	pthread_mutex_unlock(&a->mu);
+	pthread_setcancelstate(cs, NULL);
 	return 0;
 }

@@ -426,7 +426,7 @@ int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, b
 	char path[4096];
 	struct bhs_att *a = NULL;
 	bulkhead_t *bh;
-	int saved = errno, fd, r;
+	int saved = errno, fd, r, cs;
 
 	if ((r = check_open_args(name, cfg, flags, out)) < 0 ||
 	    (r = bhs_path_of(name, path, sizeof(path))) < 0)
@@ -434,11 +434,17 @@ int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags, b
 	if ((bh = bhi_ext_alloc()) == NULL)
 		return -ENOMEM;
 	pthread_once(&reg_once, reg_init);
+	/* Not a cancellation point (<bulkhead.h>), though open, pread and close
+	 * are: cancelled there, the thread would leave reg_mu held, and the
+	 * next fork() (its prepare handler takes it) would hang. A pending
+	 * cancel acts at the caller's next cancellation point. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&reg_mu);
 	r = get_file(name, path, cfg, flags, &fd);
 	if (r == 0)
 		r = attach(name, fd, cfg, &a); /* closes fd when it fails */
 	pthread_mutex_unlock(&reg_mu);
+	pthread_setcancelstate(cs, NULL);
 	errno = saved;
 	if (r < 0) {
 		bhi_ext_free(bh);
