@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "shmutil.h"
+#include "shm/role.h"
 #include "shm/seg.h"
 
 /* Every permit is back and can be taken once: none lost, none created. */
@@ -1325,6 +1326,55 @@ static void test_refused_attach_closes_once(void **state)
 	assert_int_equal(bh_shm_unlink(name), 0);
 }
 
+/* The controller role names its holder by slot and a 15-bit generation.
+ * A dead holder's (or a detached one's) value stayed in the role word, and
+ * after 32767 more attach/detach cycles of that slot its next process had
+ * the same value: the role looked held by a living process, and nobody
+ * could take it. The role now goes with the slot when it is cleared. */
+static int role_taker(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+
+	bh_destroy(f->inherited);
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, bhs_role_take(bh));
+	if (hear(in) != 1)
+		return 2;
+	bh_destroy(bh); /* detaches, role and all */
+	say(out, 0);
+	return 0;
+}
+
+static void test_role_goes_with_its_slot(void **state)
+{
+	const char *name = uniq("role");
+	bulkhead_t *bh = shm_make(name, 4, 4, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct fresh f = { name, bh };
+	struct child y;
+
+	(void)state;
+	y = spawn(role_taker, &f); /* dies holding the role */
+	assert_int_equal(hear(y.rd), 0);
+	assert_int_equal(atomic_load(&g->role) & 0xffffu, 2); /* slot 1 */
+	kill_reap(&y);
+	assert_true(bhs_scan_now(bh));
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(atomic_load(&g->role), 0);
+	y = spawn(role_taker, &f); /* detaches holding the role */
+	assert_int_equal(hear(y.rd), 0);
+	assert_int_equal(atomic_load(&g->role) & 0xffffu, 2);
+	say(y.wr, 1);
+	assert_int_equal(hear(y.rd), 0);
+	assert_int_equal(reap(&y), 0);
+	assert_int_equal(atomic_load(&g->role), 0);
+	assert_int_equal(bhs_role_take(bh), 0);
+	bhs_role_drop(bh);
+	shm_done(bh, name);
+}
+
 /* An async grant claimed by the owner's agent, which dies before its
  * ledger records it. */
 static void noop_cb(struct bh_async *node, int result)
@@ -1727,6 +1777,7 @@ int main(void)
 		cmocka_unit_test(test_probe_races_detach_and_register),
 		cmocka_unit_test(test_short_wait_looks_for_the_dead),
 		cmocka_unit_test(test_refused_attach_closes_once),
+		cmocka_unit_test(test_role_goes_with_its_slot),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_agent_delivers_to_reused_node),

@@ -231,13 +231,26 @@ static void clear_node(struct bhs_att *a, uint32_t qi)
 	atomic_store_explicit(&q->state, QS_IDLE, memory_order_relaxed);
 }
 
+/* The controller role goes with the slot of its holder (role.c): left in
+ * the role word, the holder's value (slot and a 15-bit generation) would
+ * come back to life in the slot's process 32768 generations later, and
+ * nobody could take the role. Under the lock, as every write of it. */
+static void drop_role(struct bhs_att *a, uint32_t pidx)
+{
+	uint32_t v = atomic_load_explicit(&a->seg->role, memory_order_relaxed);
+
+	if (v != 0 && (v & 0xffffu) == pidx + 1u)
+		atomic_store_explicit(&a->seg->role, 0, memory_order_relaxed);
+}
+
 /* Clear process pidx's ledgers and nodes: nothing it held is counted
- * anywhere any more (the caller has put it back). Doing it again changes
- * nothing. */
+ * anywhere any more (the caller has put it back), and it holds no role.
+ * Doing it again changes nothing. */
 static void clear_holdings(struct bhs_att *a, uint32_t pidx)
 {
 	struct bhs_proc *p = &a->procs[pidx];
 
+	drop_role(a, pidx);
 	for (uint32_t i = 0; i < nqnodes(a); i++)
 		if (owner_of(a, &qnode_at(a, i)->owner) == pidx)
 			clear_node(a, i);
