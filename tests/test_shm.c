@@ -153,6 +153,11 @@ static void test_file_modes(void **state)
 	assert_int_equal(mode_of(name), 0600);
 	shm_done(bh, name);
 
+	name = uniq("mode"); /* no mode asked for: the default */
+	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_MODE(0), &bh), 0);
+	assert_int_equal(mode_of(name), 0600);
+	shm_done(bh, name);
+
 	name = uniq("mode");
 	assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_MODE(0640), &bh), 0);
 	assert_int_equal(mode_of(name), 0640);

@@ -18,7 +18,8 @@
  *
  * The backing file is BH_SHM_DIR/bulkhead.NAME, where BH_SHM_DIR is the
  * environment variable of that name or /dev/shm. It is created mode 0600
- * (BH_SHM_MODE widens that, the umask applies).
+ * (BH_SHM_MODE widens that, the umask applies; BH_SHM_MODE(0) is the
+ * default 0600).
  *
  * OWNERSHIP. bh_shm_open attaches this process and returns a handle it
  * owns; bh_destroy detaches it. The bulkhead itself lives until
@@ -62,7 +63,8 @@ extern "C" {
 
 #define BH_SHM_CREATE (1u << 0) /* create it if it does not exist (cfg required) */
 #define BH_SHM_EXCL (1u << 1)   /* with CREATE: -EEXIST if it exists */
-/* The file's permission bits when this call creates it (default 0600). */
+/* The file's permission bits when this call creates it (default 0600;
+ * 0 means the default). */
 #define BH_SHM_MODE(mode) ((((unsigned)(mode)) & 0777u) << 16)
 
 #define BH_SHM_NAME_MAX 63     /* bytes in a name, without the NUL */
@@ -74,7 +76,8 @@ extern "C" {
  * -ENAMETOOLONG, -ENOENT, -EEXIST, -EPROTO (not a bulkhead segment, or
  * another layout), -EBADMSG (damaged or truncated), -ENOSPC (too many
  * processes attached; or, creating, no room for the segment on its file
- * system), -ENOMEM, or the error of open(2). */
+ * system), -EAGAIN (creating: the name kept vanishing under us), -ENOMEM,
+ * or the error of open(2), mmap(2) or link(2). */
 BH_API int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags,
 		       bulkhead_t **out);
 

@@ -371,6 +371,7 @@ static int get_file(const char *name, const char *path, const struct bh_config *
 			return (flags & BH_SHM_EXCL) ? (close(*fd), -EEXIST) : 0;
 		if (*fd != -ENOENT || !(flags & BH_SHM_CREATE))
 			return *fd;
+		/* BH_SHM_MODE(0) asks for nothing: the default (documented) */
 		*fd = bhs_create_seg(name, path, cfg, mode ? mode : 0600);
 		if (*fd >= 0)
 			return 0;
