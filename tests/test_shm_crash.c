@@ -1375,6 +1375,109 @@ static void test_role_goes_with_its_slot(void **state)
 	shm_done(bh, name);
 }
 
+/* Dead processes' slots come back to an attacher that finds none free.
+ * They were recovered only when a registered process was refused or
+ * waited: killing idle workers leaked their slots, and once every slot's
+ * holder was dead no process could attach again (-ENOSPC). */
+static int attach_take_hang(void *arg, int out, int in)
+{
+	struct bh_config cfg = { .max_concurrent = 2, .queue_capacity = 2 };
+	const char *name = arg;
+	bulkhead_t *bh;
+	int r;
+
+	(void)in;
+	r = bh_shm_open(name, &cfg, BH_SHM_CREATE, &bh);
+	if (r == 0)
+		r = bh_try_acquire(bh, 1);
+	say(out, r);
+	pause();
+	return 0;
+}
+
+static void test_attach_recovers_dead_slots(void **state)
+{
+	const char *name = uniq("full");
+	struct child c1, c2, d;
+	bulkhead_t *bh;
+	struct bhs_seg *g;
+	struct bhs_proc *procs;
+
+	(void)state;
+	bhs_test_geometry(2, 0, 0); /* two process slots */
+	c1 = spawn(attach_take_hang, (void *)name); /* creates; slot 0, holds 1 */
+	assert_int_equal(hear(c1.rd), 0);
+	c2 = spawn(attach_take_hang, (void *)name); /* slot 1, holds 1 */
+	assert_int_equal(hear(c2.rd), 0);
+	bhs_test_geometry(0, 0, 0);
+	kill_reap(&c1);
+	kill_reap(&c2);
+	/* every slot's holder is dead, nobody is left to look */
+	assert_int_equal(bh_shm_open(name, NULL, 0, &bh), 0);
+	g = bhs_segment(bh, NULL);
+	procs = (struct bhs_proc *)((char *)g + g->hdr.off_procs);
+	assert_int_equal(atomic_load(&g->deaths), 2);
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	assert_int_equal(atomic_load(&procs[2].state), PS_FREE); /* the recovery slot */
+	assert_int_equal(stats_of(bh).processes, 1);
+	/* an idle worker killed while we live: its slot comes back too */
+	d = spawn(attach_take_hang, (void *)name);
+	assert_int_equal(hear(d.rd), 0);
+	kill_reap(&d);
+	d = spawn(attach_take_hang, (void *)name);
+	assert_int_equal(hear(d.rd), 0);
+	assert_int_equal(atomic_load(&g->deaths), 3);
+	assert_int_equal(stats_of(bh).reclaimed, 3);
+	kill_reap(&d);
+	assert_true(bhs_scan_now(bh));
+	assert_int_equal(atomic_load(&g->deaths), 4);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
+/* An attacher killed while it recovers, holding the internal lock under
+ * the recovery slot's name: the next attacher takes the slot with a new
+ * generation, takes the lock over from the dead one and recovers all. */
+static int attach_die_recovering(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	(void)in;
+	bhs_crash_at(BP_HOLD_LOCK, 1, out);
+	bh_shm_open(arg, NULL, 0, &bh);
+	return 7;
+}
+
+static void test_attacher_killed_recovering(void **state)
+{
+	const char *name = uniq("fullk");
+	struct child c1, c2, r;
+	bulkhead_t *bh;
+	struct bhs_seg *g;
+	char point = 0;
+
+	(void)state;
+	bhs_test_geometry(2, 0, 0);
+	c1 = spawn(attach_take_hang, (void *)name);
+	assert_int_equal(hear(c1.rd), 0);
+	c2 = spawn(attach_take_hang, (void *)name);
+	assert_int_equal(hear(c2.rd), 0);
+	bhs_test_geometry(0, 0, 0);
+	kill_reap(&c1);
+	kill_reap(&c2);
+	r = spawn(attach_die_recovering, (void *)name);
+	assert_int_equal(read(r.rd, &point, 1), 1);
+	assert_int_equal(point, BP_HOLD_LOCK); /* holds the lock as the recovery slot */
+	kill_reap(&r);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &bh), 0);
+	g = bhs_segment(bh, NULL);
+	assert_int_equal(atomic_load(&g->deaths), 2);
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	assert_int_equal(stats_of(bh).processes, 1);
+	all_permits_back(bh, 2);
+	shm_done(bh, name);
+}
+
 /* An async grant claimed by the owner's agent, which dies before its
  * ledger records it. */
 static void noop_cb(struct bh_async *node, int result)
@@ -1778,6 +1881,8 @@ int main(void)
 		cmocka_unit_test(test_short_wait_looks_for_the_dead),
 		cmocka_unit_test(test_refused_attach_closes_once),
 		cmocka_unit_test(test_role_goes_with_its_slot),
+		cmocka_unit_test(test_attach_recovers_dead_slots),
+		cmocka_unit_test(test_attacher_killed_recovering),
 		cmocka_unit_test(test_agent_killed_mid_delivery),
 		cmocka_unit_test(test_fork_child_cancels_inherited_node),
 		cmocka_unit_test(test_agent_delivers_to_reused_node),

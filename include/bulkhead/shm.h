@@ -75,7 +75,7 @@ extern "C" {
  * BH_SHM_CREATE is given and it does not exist. 0 and *out, or -EINVAL,
  * -ENAMETOOLONG, -ENOENT, -EEXIST, -EPROTO (not a bulkhead segment, or
  * another layout), -EBADMSG (damaged or truncated), -ENOSPC (too many
- * processes attached; or, creating, no room for the segment on its file
+ * living processes attached; or, creating, no room for the segment on its file
  * system), -EAGAIN (creating: the name kept vanishing under us), -ENOMEM,
  * or the error of open(2), mmap(2) or link(2). */
 BH_API int bh_shm_open(const char *name, const struct bh_config *cfg, unsigned flags,

@@ -73,7 +73,7 @@ int bhs_proc_look(struct bhs_att *a, uint32_t i, uint32_t *gen)
 	uint32_t g, st;
 	bool locked;
 
-	if (i >= a->nprocs)
+	if (i > a->nprocs) /* nprocs itself: the recovery slot (open.c) */
 		return WHO_NONE;
 	/* acquire: pairs with bhs_leave_proc()'s release of the generation */
 	g = atomic_load_explicit(&a->procs[i].gen, memory_order_acquire);
@@ -115,8 +115,8 @@ bool bhs_owner_gone(struct bhs_att *a, uint32_t v)
 	uint32_t idx = (v & 0xffffu) - 1u;
 	uint32_t gen = (v >> 16) & 0x7fffu;
 
-	if (idx >= a->nprocs || (att_proc(a) && idx == a->pidx))
-		return true;
+	if (idx > a->nprocs || (att_proc(a) && idx == a->pidx))
+		return true; /* idx == nprocs: a recovering attacher (open.c) */
 	if ((atomic_load_explicit(&a->procs[idx].gen, memory_order_acquire) & 0x7fffu) != gen)
 		return true;
 	return !bhs_proc_alive(a, idx);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/membarrier.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,58 @@ static int claim_proc(struct bhs_att *a)
 	return -ENOSPC;
 }
 
+/* No process slot is free, but dead processes may hold some: they are
+ * recovered when a registered process is refused or waits, and there may
+ * be none (idle workers killed, or every process attached is dead). An
+ * attacher recovers them itself. To take the internal lock it needs an
+ * identity the others can judge alive or dead, as they judge every lock
+ * owner by its slot's liveness lock and generation, so it borrows the
+ * recovery slot: process slot nprocs, one past the registrable ones, held
+ * through its liveness lock by one attacher at a time, with a new
+ * generation each time (a lock word left by a recoverer that died names
+ * an older one, and is taken over). It holds no ledger, node or role, so
+ * no census counts it. true: worth looking for a free slot again (we
+ * recovered, or waited for whoever was recovering). */
+#define RECOVER_WAIT_NS (1 * BH_SEC)
+
+static bool recover_dead(struct bhs_att *a)
+{
+	uint32_t r = a->nprocs, gen;
+	struct bhs_proc *p = &a->procs[r];
+	uint64_t t0 = bh_now_ns();
+	bool any = false;
+
+	for (uint32_t i = 0; i < a->nprocs && !any; i++)
+		any = bhs_proc_look(a, i, &gen) == WHO_DEAD;
+	if (!any)
+		return false;
+	while (set_lock(a->fd, r, F_WRLCK) < 0) {
+		if (bh_now_ns() - t0 > RECOVER_WAIT_NS)
+			return true; /* someone is at it: maybe it freed one */
+		sched_yield();
+	}
+	/* release: with the generation, the state; pairs with bhs_proc_look() */
+	gen = atomic_fetch_add_explicit(&p->gen, 1, memory_order_release) + 1u;
+	atomic_store_explicit(&p->state, PS_LIVE, memory_order_release);
+	a->pidx = r;
+	a->lockval = (r + 1u) | ((gen & 0x7fffu) << 16);
+	bhs_lock(a);
+	bhs_scan_locked(a);
+	bhs_unlock(a);
+	bhs_leave_proc(a, r);
+	set_lock(a->fd, r, F_UNLCK);
+	return true;
+}
+
+static int claim_or_recover(struct bhs_att *a)
+{
+	int i = claim_proc(a);
+
+	if (i == -ENOSPC && recover_dead(a))
+		i = claim_proc(a);
+	return i;
+}
+
 /* The process's shared slot (for threads without a ledger of their own):
  * the first free one, owned by process slot i from now on. */
 static bool claim_shared(struct bhs_att *a, uint32_t i)
@@ -242,7 +295,9 @@ int bhs_register(struct bhs_att *a)
 		atomic_fetch_or_explicit(&a->xfer, XFER_FENCED, memory_order_relaxed);
 	else
 		atomic_fetch_and_explicit(&a->xfer, ~XFER_FENCED, memory_order_relaxed);
-	if (a->fd < 0 || (i = claim_proc(a)) < 0) {
+	/* a->mu before a->hmu (a recovery takes the internal lock), as in
+	 * fork_prepare() */
+	if (a->fd < 0 || (i = claim_or_recover(a)) < 0) {
 		r = -ENOSPC;
 		goto out;
 	}
@@ -276,8 +331,10 @@ static void fork_prepare(void)
 {
 	pthread_mutex_lock(&reg_mu);
 	for (struct bhs_att *a = reg_head; a; a = a->next) {
-		pthread_mutex_lock(&a->hmu); /* no thread of ours in the lock */
+		/* mu first: a registration holds it while it recovers the dead
+		 * under the internal lock (hmu) */
 		pthread_mutex_lock(&a->mu);
+		pthread_mutex_lock(&a->hmu); /* no thread of ours in the lock */
 		pthread_mutex_lock(&a->xmu);
 	}
 }

@@ -87,7 +87,8 @@ static void layout(struct bhs_hdr *h)
 	size_t off = bhs_align_up(sizeof(struct bhs_seg));
 
 	h->off_procs = off;
-	off = bhs_align_up(off + (size_t)h->nprocs * sizeof(struct bhs_proc));
+	/* one more than nprocs: the recovery slot (BHS_RECOVERY, open.c) */
+	off = bhs_align_up(off + ((size_t)h->nprocs + 1) * sizeof(struct bhs_proc));
 	h->off_slots = off;
 	off = bhs_align_up(off + (size_t)h->nslots * sizeof(struct bhs_slot));
 	h->off_qnodes = off;
@@ -167,7 +168,7 @@ int bhs_check_state(const struct bhs_seg *g)
 	if (!word_sane(w) ||
 	    s_nq(w) > g->hdr.nslots + g->hdr.nextra || (w & (1ull << 59)))
 		return -EBADMSG;
-	if (lock && ((lock & 0xffffu) == 0 || (lock & 0xffffu) > g->hdr.nprocs))
+	if (lock && ((lock & 0xffffu) == 0 || (lock & 0xffffu) > g->hdr.nprocs + 1u))
 		return -EBADMSG;
 	if (!rlog_valid(g) || !glog_valid(g))
 		return -EBADMSG;
