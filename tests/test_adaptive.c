@@ -499,17 +499,6 @@ static void fork_child_detaches(void **state)
  * share: the parent's thread left its mark there, and in the child a new
  * thread, also beyond the slots, marks and unmarks it again before the
  * detach, which must still not wait for the parent's thread. */
-static pthread_barrier_t parked_in, parked_out;
-
-static void *park_an_index(void *other)
-{
-	assert_int_equal(bh_try_acquire(other, 1), 0); /* takes an index */
-	assert_int_equal(bh_release(other, 1), 0);
-	pthread_barrier_wait(&parked_in);
-	pthread_barrier_wait(&parked_out);
-	return NULL;
-}
-
 /* The child's thread takes an index beyond the slots, as a new thread of
  * a child whose parent had that many threads would (ThreadSanitizer starts
  * no thread after a multi-threaded fork, so the forking thread plays it). */
@@ -526,22 +515,16 @@ static int child_samples_then_detaches(bulkhead_t *bh, bh_adaptive_t *a)
 static void fork_child_detaches_shared_slot(void **state)
 {
 	bulkhead_t *bh = make_bh(20, 0, BH_TRACK_HOLD);
-	unsigned n = bh->nslots + 1;
-	bulkhead_t *other = make_bh(n, 0, 0);
 	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD };
 	bh_adaptive_t *a = attach(bh, &c);
 	uint64_t end = bh_now_ns() + 10 * BH_SEC;
-	pthread_t *parked = calloc(n, sizeof(*parked)), th;
+	struct parked_threads k;
+	pthread_t th;
 	pid_t pid;
 	int st;
 
 	(void)state;
-	assert_non_null(parked);
-	pthread_barrier_init(&parked_in, NULL, n + 1);
-	pthread_barrier_init(&parked_out, NULL, n + 1);
-	for (unsigned i = 0; i < n; i++)
-		assert_int_equal(pthread_create(&parked[i], NULL, park_an_index, other), 0);
-	pthread_barrier_wait(&parked_in); /* every slot's index is taken: the sampler shares */
+	park_threads(&k, bh->nslots + 1); /* every slot's index is taken: the sampler shares */
 	atomic_store(&hook_in, 0);
 	atomic_store(&hook_go, 0);
 	bha_set_window_hook(a, hold_in_hook, NULL);
@@ -558,14 +541,8 @@ static void fork_child_detaches_shared_slot(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 	atomic_store(&hook_go, 1);
 	assert_int_equal(pthread_join(th, NULL), 0);
-	pthread_barrier_wait(&parked_out);
-	for (unsigned i = 0; i < n; i++)
-		assert_int_equal(pthread_join(parked[i], NULL), 0);
+	unpark_threads(&k);
 	bh_adaptive_detach(a);
-	pthread_barrier_destroy(&parked_in);
-	pthread_barrier_destroy(&parked_out);
-	free(parked);
-	bh_destroy(other);
 	bh_destroy(bh);
 }
 

@@ -260,22 +260,6 @@ static void test_hold_slot_recycled(void **state)
 /* More live threads than the bulkhead has slots: the threads beyond them
  * count on the shared slot, and still have their holds measured (a hold
  * needs the thread's own count, kept by thread index, not in a slot). */
-struct parked {
-	bulkhead_t *other; /* a call on it gives the thread its index */
-	pthread_barrier_t *in, *out;
-};
-
-static void *park(void *p)
-{
-	struct parked *k = p;
-
-	assert_int_equal(bh_try_acquire(k->other, 1), 0);
-	assert_int_equal(bh_release(k->other, 1), 0);
-	pthread_barrier_wait(k->in);
-	pthread_barrier_wait(k->out);
-	return NULL;
-}
-
 static void *ten_holds_without_a_slot(void *p)
 {
 	bulkhead_t *bh = p;
@@ -291,30 +275,16 @@ static void *ten_holds_without_a_slot(void *p)
 static void test_hold_without_a_slot(void **state)
 {
 	bulkhead_t *bh = make_bh(4, 0, BH_TRACK_HOLD);
-	unsigned n = bh->nslots + 1;
-	bulkhead_t *other = make_bh(n, 0, 0); /* every parked thread's permit at once */
-	pthread_t *parked = calloc(n, sizeof(*parked)), t;
-	pthread_barrier_t in, out;
-	struct parked k = { other, &in, &out };
+	struct parked_threads k;
+	pthread_t t;
 
 	(void)state;
-	assert_non_null(parked);
-	pthread_barrier_init(&in, NULL, n + 1);
-	pthread_barrier_init(&out, NULL, n + 1);
-	for (unsigned i = 0; i < n; i++)
-		assert_int_equal(pthread_create(&parked[i], NULL, park, &k), 0);
-	pthread_barrier_wait(&in); /* every slot's index is taken by a live thread */
+	park_threads(&k, bh->nslots + 1); /* every slot's index is taken by a live thread */
 	assert_int_equal(pthread_create(&t, NULL, ten_holds_without_a_slot, bh), 0);
 	pthread_join(t, NULL);
-	pthread_barrier_wait(&out);
-	for (unsigned i = 0; i < n; i++)
-		pthread_join(parked[i], NULL);
+	unpark_threads(&k);
 	assert_int_equal(stats_of(bh).hold.count, 10);
 	assert_int_equal(stats_of(bh).acquired, 10);
-	pthread_barrier_destroy(&in);
-	pthread_barrier_destroy(&out);
-	free(parked);
-	bh_destroy(other);
 	bh_destroy(bh);
 }
 

@@ -190,6 +190,48 @@ static inline struct bh_stats stats_of(bulkhead_t *bh)
 	return st;
 }
 
+/* n threads that each hold a thread index and wait, so that a thread
+ * started while they live gets an index past theirs (the lowest free one
+ * is handed out): with a bulkhead's nslots of them (and this thread), the
+ * next thread has no slot of its own in it. */
+struct parked_threads {
+	unsigned n;
+	pthread_t *t;
+	pthread_barrier_t in, out;
+};
+
+static inline void *parked_main(void *p)
+{
+	struct parked_threads *k = p;
+
+	assert_true(bhi_tindex_assign() != UINT32_MAX);
+	pthread_barrier_wait(&k->in);
+	pthread_barrier_wait(&k->out);
+	return NULL;
+}
+
+static inline void park_threads(struct parked_threads *k, unsigned n)
+{
+	k->n = n;
+	k->t = calloc(n, sizeof(*k->t));
+	assert_non_null(k->t);
+	pthread_barrier_init(&k->in, NULL, n + 1);
+	pthread_barrier_init(&k->out, NULL, n + 1);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(pthread_create(&k->t[i], NULL, parked_main, k), 0);
+	pthread_barrier_wait(&k->in); /* every one holds its index */
+}
+
+static inline void unpark_threads(struct parked_threads *k)
+{
+	pthread_barrier_wait(&k->out);
+	for (unsigned i = 0; i < k->n; i++)
+		assert_int_equal(pthread_join(k->t[i], NULL), 0);
+	pthread_barrier_destroy(&k->in);
+	pthread_barrier_destroy(&k->out);
+	free(k->t);
+}
+
 /* Wait until `queued` reaches n: the outcome is deterministic, only the
  * moment the other thread gets there is not. Fails after ~10 s. */
 static inline void await_queued(bulkhead_t *bh, uint64_t n)
