@@ -956,6 +956,106 @@ static void test_chain_checked_whole(void **state)
 	fix_free(f);
 }
 
+/* A zero-copy send that a link cancels before it starts posts -ECANCELED
+ * without F_MORE and then its notification (kernel 6.18): the first looks
+ * final, so such a send is refused where a link could cancel it - after
+ * the first member of a chain, or linked into from a pending SQE (a
+ * caller's, or the last of an op sealed just before it in a batch). First
+ * in its chain, with nothing linked into it, it is tracked. */
+static void zc_chain_refused(struct fix *f, struct bh_uring_op *op, uint8_t opcode, bool batch)
+{
+	struct io_uring_sqe *s[2];
+	static struct msghdr mh;
+	static char msg[64];
+	char b;
+
+	assert_int_equal(bh_uring_get_sqes(f->t, op, f->bh, 1, 2, s), 0);
+	io_uring_prep_read(s[0], -1, &b, 1, 0); /* would fail: -EBADF */
+	if (opcode == IORING_OP_SEND_ZC)
+		io_uring_prep_send_zc(s[1], -1, msg, sizeof(msg), 0, 0);
+	else
+		io_uring_prep_sendmsg_zc(s[1], -1, &mh, 0);
+	chain_refused(f, op, batch);
+}
+
+static void test_send_zc_refused_where_a_link_may_cancel_it(void **state)
+{
+	struct fix *f = fix_new(16, 0, 4, 0, 0);
+	struct bh_uring_op op = { 0 }, op2 = { 0 }, *ops[2] = { &op, &op2 }, *got;
+	struct io_uring_sqe *s[2], *sqe, *own;
+	static char msg[64];
+	struct tally ty = { 0 };
+	uint16_t port;
+	int ls, cl, sv;
+	char b;
+
+	(void)state;
+	for (int batch = 0; batch < 2; batch++) {
+		zc_chain_refused(f, &op, IORING_OP_SEND_ZC, batch);
+		zc_chain_refused(f, &op, IORING_OP_SENDMSG_ZC, batch);
+
+		/* a caller's pending SQE linked into it */
+		own = io_uring_get_sqe(&f->ring);
+		io_uring_prep_read(own, -1, &b, 1, 0);
+		own->user_data = 5;
+		own->flags |= IOSQE_IO_LINK;
+		assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+		io_uring_prep_send_zc(sqe, -1, msg, sizeof(msg), 0, 0);
+		if (batch)
+			assert_int_equal(bh_uring_track_batch(f->t, ops, 1), -ECANCELED);
+		else
+			assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), -ECANCELED);
+		assert_int_equal(sqe->opcode, IORING_OP_NOP); /* neutralised */
+		assert_int_equal(in_flight(f->bh), 0);
+		submit(f, 2);
+		next_cqe(&f->ring, &(struct io_uring_cqe){ 0 }); /* own read: -EBADF */
+		assert_int_equal(feed_next(f, &got), BH_URING_HELPER);
+		assert_int_equal(tstats(f->t).helpers, 0);
+	}
+	/* in one batch, the op before it linked on into it: the first is
+	 * tracked, the send refused */
+	assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	sqe->flags |= IOSQE_IO_LINK;
+	assert_int_equal(bh_uring_get_sqe(f->t, &op2, f->bh, 1, &sqe), 0);
+	io_uring_prep_send_zc(sqe, -1, msg, sizeof(msg), 0, 0);
+	assert_int_equal(bh_uring_track_batch(f->t, ops, 2), -ECANCELED);
+	assert_true(bh_uring_op_busy(&op));
+	assert_false(bh_uring_op_busy(&op2));
+	assert_int_equal(in_flight(f->bh), 1);
+	submit(f, 2);
+	ty.base = NULL;
+	reap_done(f, &ty, 1);
+	while (tstats(f->t).helpers) {
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
+		assert_true(bh_uring_reap(f->t, count_cqe, &ty) >= 0);
+	}
+	assert_int_equal(tstats(f->t).refused, 7);
+
+	/* first in its chain, nothing linked into it: tracked, held until its
+	 * notification */
+	if (opcode_supported(&f->ring, IORING_OP_SEND_ZC) && have_loopback()) {
+		ls = listener(&port);
+		cl = connect_to(port);
+		sv = accept(ls, NULL, NULL);
+		assert_true(sv >= 0);
+		assert_int_equal(bh_uring_get_sqes(f->t, &op, f->bh, 1, 2, s), 0);
+		io_uring_prep_send_zc(s[0], cl, msg, sizeof(msg), 0, 0);
+		io_uring_prep_nop(s[1]);
+		assert_int_equal(bh_uring_track(f->t, &op, BH_FOREVER), 0);
+		submit(f, 2);
+		ty.done = 0;
+		reap_done(f, &ty, 1);
+		assert_int_equal(ty.more, 2); /* the send's result, the NOP */
+		assert_int_equal(in_flight(f->bh), 0);
+		close(sv);
+		close(cl);
+		close(ls);
+	}
+	assert_int_equal(tstats(f->t).strays, 0);
+	fix_free(f);
+}
+
 /* Each of track's outcomes has its own code, and the op is where the code
  * says: 0 tracked, -EALREADY tracked unchecked, -ECANCELED idle with its
  * permits back, -EINVAL unchanged. A batch returns the outcome that asks
@@ -2674,6 +2774,7 @@ int main(void)
 		cmocka_unit_test(test_track_outcomes_distinct),
 		cmocka_unit_test(test_chain_is_one_op),
 		cmocka_unit_test(test_chain_checked_whole),
+		cmocka_unit_test(test_send_zc_refused_where_a_link_may_cancel_it),
 		cmocka_unit_test(test_batch_and_reap_coalesce),
 		cmocka_unit_test(test_chains_in_one_update),
 		cmocka_unit_test(test_chains_wrap_and_partial),

@@ -58,6 +58,10 @@
  * Rules the kernel imposes (docs/uring.md has the details):
  *  - IOSQE_CQE_SKIP_SUCCESS would hide the final CQE: bh_uring_track refuses
  *    it on the operation and on any pending SQE linked into it (-ECANCELED).
+ *  - A zero-copy send that a link cancels before it starts posts -ECANCELED
+ *    without IORING_CQE_F_MORE and then its notification: bh_uring_track
+ *    refuses SEND_ZC and SENDMSG_ZC after a chain's first member, and as the
+ *    first SQE of an op that a pending SQE links into (-ECANCELED).
  *  - A linked chain of SQEs (bh_uring_get_sqes) is one operation holding one
  *    set of permits, given back at its last member's final CQE.
  *  - io_uring_queue_exit with operations in flight loses their CQEs:
@@ -239,7 +243,9 @@ BH_API int bh_uring_get_chains(bh_uring_t *t, struct bh_uring_op **ops, unsigned
  *               as it is, but nothing was checked, linked or appended;
  *   -ECANCELED  refused: idle again, permits back, its SQEs turned into NOPs
  *               that the tracker reaps (CQE_SKIP_SUCCESS on them or on a
- *               pending SQE linked into them, their user_data changed, a
+ *               pending SQE linked into them, a zero-copy send after the
+ *               chain's first member or linked into from a pending SQE,
+ *               their user_data changed, a
  *               link flag on the last or another SQE taken after it while a
  *               deadline was asked for);
  *   -EINVAL     misuse, nothing changed: t or op NULL, op not waiting to be
