@@ -2316,6 +2316,56 @@ static void test_held_permits_pin_tracker_until_drain(void **state)
 	fix_free(f); /* drain again, destroy: 0 */
 }
 
+/* A reap's (or a drain's) callback may not destroy the tracker: the reap
+ * goes on using it after fn returns. At the batch's last DONE the tracker
+ * has nothing in flight, so only the reap itself can say no (-EINVAL, as a
+ * reap or drain from within one). The tracker stays usable, and destroy
+ * succeeds after the reap. */
+struct destroy_in_fn {
+	bh_uring_t *t;
+	unsigned done;
+	int r;
+};
+
+static void destroy_on_done(void *ctx, struct io_uring_cqe *cqe, int kind, struct bh_uring_op *op)
+{
+	struct destroy_in_fn *d = ctx;
+
+	(void)cqe;
+	(void)op;
+	if (kind == BH_URING_DONE) {
+		d->done++;
+		d->r = bh_uring_destroy(d->t);
+	}
+}
+
+static void test_destroy_refused_from_reap_callback(void **state)
+{
+	struct fix *f = fix_new(8, 0, 2, 0, 0);
+	struct bh_uring_op op = { 0 };
+	struct destroy_in_fn d = { .t = f->t, .r = 1 };
+
+	(void)state;
+	track_nop(f, &op);
+	submit(f, 1);
+	while (d.done == 0) {
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
+		assert_true(bh_uring_reap(f->t, destroy_on_done, &d) >= 0);
+	}
+	assert_int_equal(d.r, -EINVAL);
+	assert_int_equal(tstats(f->t).in_flight, 0);
+	/* still usable: another op, and a drain whose callback tries again */
+	track_nop(f, &op);
+	submit(f, 1);
+	d.done = 0;
+	d.r = 1;
+	assert_int_equal(bh_uring_drain(f->t, BH_FOREVER, destroy_on_done, &d), 0);
+	assert_int_equal(d.done, 1);
+	assert_int_equal(d.r, -EINVAL);
+	assert_int_equal(in_flight(f->bh), 0);
+	fix_free(f); /* destroy after the reap: 0 */
+}
+
 /* Drain with an op whose SQE was taken and never prepared: the slot still
  * holds the SQE of the ring's last lap (here a NOP that skips its CQE), so
  * sending it would run that instead, and post nothing. Drain withdraws the
@@ -2786,6 +2836,7 @@ int main(void)
 		cmocka_unit_test(test_drain_withdraws_unprepared_op),
 		cmocka_unit_test(test_complete_callback_may_not_reap),
 		cmocka_unit_test(test_destroy_refuses_held_until_cancel),
+		cmocka_unit_test(test_destroy_refused_from_reap_callback),
 		cmocka_unit_test(test_waiters_fifo_and_cancel),
 		cmocka_unit_test(test_cancel_racing_grant),
 		cmocka_unit_test(test_wait_free_permits_and_results),

@@ -195,7 +195,9 @@ BH_API int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **o
 
 /* Free a tracker. -EBUSY (nothing freed) while anything it tracks may still
  * post a CQE or be granted, or an op holds permits granted through it:
- * bh_uring_drain first. NULL: 0. */
+ * bh_uring_drain first. -EINVAL (nothing freed) from a callback of
+ * bh_uring_reap or bh_uring_drain, or a grant callback: the caller still
+ * uses the tracker. NULL: 0. */
 BH_API int bh_uring_destroy(bh_uring_t *t);
 
 /* Take n permits of bh for op without blocking, and nr consecutive SQEs

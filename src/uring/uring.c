@@ -64,6 +64,11 @@ int bh_uring_destroy(bh_uring_t *t)
 {
 	if (!t)
 		return 0;
+	/* From a reap's or drain's callback (or a grant callback they or
+	 * bh_uring_complete run): the caller goes on using t when it returns,
+	 * and at a batch's last DONE nothing else is left to refuse it. */
+	if (t->reaping)
+		return -EINVAL;
 	/* acquire: pairs with on_grant's release push, like collect(), so
 	 * an op pushed before this load is seen and keeps t alive */
 	if (t->ops || t->helpers || t->waitq.count || t->heldq.count || t->ready_head ||
