@@ -2366,6 +2366,29 @@ static void test_destroy_refused_from_reap_callback(void **state)
 	fix_free(f); /* destroy after the reap: 0 */
 }
 
+/* A stray (here the same CQE handed over twice) names a record that may be
+ * reused or freed by now: *op is NULL, as for every kind but MORE and DONE,
+ * never the stale pointer. */
+static void test_complete_stray_sets_no_op(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct bh_uring_op op = { 0 }, *got;
+	struct io_uring_cqe c;
+
+	(void)state;
+	track_nop(f, &op);
+	submit(f, 1);
+	next_cqe(&f->ring, &c);
+	assert_int_equal(feed(f, &c, &got), BH_URING_DONE);
+	assert_ptr_equal(got, &op);
+	got = &op;
+	assert_int_equal(feed(f, &c, &got), -EINVAL);
+	assert_null(got);
+	assert_int_equal(tstats(f->t).strays, 1);
+	assert_int_equal(in_flight(f->bh), 0);
+	fix_free(f);
+}
+
 /* Drain with an op whose SQE was taken and never prepared: the slot still
  * holds the SQE of the ring's last lap (here a NOP that skips its CQE), so
  * sending it would run that instead, and post nothing. Drain withdraws the
@@ -2837,6 +2860,7 @@ int main(void)
 		cmocka_unit_test(test_complete_callback_may_not_reap),
 		cmocka_unit_test(test_destroy_refuses_held_until_cancel),
 		cmocka_unit_test(test_destroy_refused_from_reap_callback),
+		cmocka_unit_test(test_complete_stray_sets_no_op),
 		cmocka_unit_test(test_waiters_fifo_and_cancel),
 		cmocka_unit_test(test_cancel_racing_grant),
 		cmocka_unit_test(test_wait_free_permits_and_results),

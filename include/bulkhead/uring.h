@@ -266,8 +266,9 @@ BH_API int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigne
 
 /* Hand the tracker one CQE, from your own loop over the CQ (advance it
  * yourself). Returns its enum bh_uring_kind and, for MORE and DONE, the op
- * in *op (op may be NULL). On DONE the permits are back before it returns.
- * Runs due grant callbacks. -EINVAL for a stray CQE (see strays). */
+ * in *op (op may be NULL), NULL in *op otherwise (a stray included). On DONE
+ * the permits are back before it returns. Runs due grant callbacks. -EINVAL
+ * for a stray CQE (see strays). */
 BH_API int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe,
 			     struct bh_uring_op **op);
 

@@ -946,8 +946,8 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 	if (!t || !cqe)
 		return -EINVAL;
 	kind = classify(t, cqe, &o, &now);
-	if (op)
-		*op = o;
+	if (op) /* a stray's record may be reused or freed by now */
+		*op = kind >= 0 ? o : NULL;
 	if (kind == BH_URING_DONE) {
 		bh_release(o->bh, o->n);
 		t->ops--;
