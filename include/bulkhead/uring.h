@@ -204,7 +204,9 @@ BH_API int bh_uring_destroy(bh_uring_t *t);
  * for it (a chain, linked by bh_uring_track). Leaves one more SQE free, for
  * a linked timeout. An op holding permits from a grant uses those (bh and n
  * must match). Prepare the SQEs - not their user_data, which is the
- * tracker's - then call bh_uring_track before taking another SQE.
+ * tracker's and must stay as set until they are submitted (the op's CQEs
+ * and drain find it by it) - then call bh_uring_track before taking
+ * another SQE.
  * 0; -EBUSY (no permits: no SQE used, nothing taken); -EAGAIN (fewer than
  * nr + 1 SQEs free: nothing taken); -ESHUTDOWN; -EINVAL. */
 BH_API int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh,
@@ -265,9 +267,11 @@ BH_API int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadli
 BH_API int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count);
 
 /* Hand the tracker one CQE, from your own loop over the CQ (advance it
- * yourself). Returns its enum bh_uring_kind and, for MORE and DONE, the op
- * in *op (op may be NULL), NULL in *op otherwise (a stray included). On DONE
- * the permits are back before it returns. Runs due grant callbacks. -EINVAL
+ * yourself). Every CQE, different ops' in any order, one op's own in the
+ * order the kernel posted them (its first without F_MORE ends it).
+ * Returns its enum bh_uring_kind and, for MORE and DONE, the op in *op (op
+ * may be NULL), NULL in *op otherwise (a stray included). On DONE the
+ * permits are back before it returns. Runs due grant callbacks. -EINVAL
  * for a stray CQE (see strays). */
 BH_API int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe,
 			     struct bh_uring_op **op);
