@@ -1688,6 +1688,40 @@ static void test_open_not_a_cancellation_point(void **state)
 	shm_done(bh, name);
 }
 
+/* Nor is the last handle's bh_destroy, which detaches (it closes the
+ * descriptor whose lock says the process lives, and joins the agent): a
+ * cancel acted on there would leave the process registered, its slot
+ * taken, its lock held. */
+static void *destroy_cancelled(void *arg)
+{
+	struct cancelled_call *c = arg;
+
+	pthread_cancel(pthread_self());
+	bh_destroy(c->bh); /* the process's only handle: it detaches */
+	atomic_store(&c->destroyed, 1);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void test_destroy_not_a_cancellation_point(void **state)
+{
+	const char *name = uniq("candestroy");
+	struct cancelled_call c = { shm_make(name, 2, 2, 0), NULL, name, 0, 0, 0 };
+	bulkhead_t *bh = NULL;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	assert_int_equal(stats_of(c.bh).processes, 1);
+	pthread_create(&t, NULL, destroy_cancelled, &c);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_true(ret == PTHREAD_CANCELED); /* at its next cancellation point */
+	assert_int_equal(atomic_load(&c.destroyed), 1);
+	assert_int_equal(bh_shm_open(name, NULL, 0, &bh), 0);
+	assert_int_equal(stats_of(bh).processes, 1); /* the detached registration is gone */
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1726,6 +1760,7 @@ int main(void)
 		cmocka_unit_test(test_create_on_full_fs),
 		cmocka_unit_test(test_cancel_async_not_a_cancellation_point),
 		cmocka_unit_test(test_open_not_a_cancellation_point),
+		cmocka_unit_test(test_destroy_not_a_cancellation_point),
 	};
 
 	alarm(300);

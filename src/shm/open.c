@@ -540,10 +540,16 @@ static void detach(struct bhs_att *a)
 	free_att(a); /* closing our descriptor drops the liveness lock */
 }
 
+/* Not a cancellation point, as bh_destroy of any bulkhead: the detach
+ * joins the agent and closes the descriptor whose lock says this process
+ * lives, and a cancel acted on there would leave the process registered
+ * and its slot taken. */
 void bhs_destroy(bulkhead_t *bh)
 {
 	struct bhs_att *a = att_of(bh), **pp;
+	int cs;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&reg_mu);
 	if (--a->refs == 0) {
 		for (pp = &reg_head; *pp; pp = &(*pp)->next)
@@ -558,6 +564,7 @@ void bhs_destroy(bulkhead_t *bh)
 	if (a)
 		detach(a);
 	bhi_ext_free(bh);
+	pthread_setcancelstate(cs, NULL);
 }
 
 /* ---- test hooks (hooks.h) --------------------------------------------------------------------- */
