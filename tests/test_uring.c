@@ -562,6 +562,84 @@ static void test_send_zc_released_at_notification(void **state)
 	fix_free(f);
 }
 
+/* Fill cl's send buffer (and sv's receive buffer behind it), both shrunk,
+ * so that the next send waits for room. */
+static void fill_socket(int cl, int sv)
+{
+	static char junk[65536];
+	int small = 4096;
+
+	assert_int_equal(setsockopt(cl, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	assert_int_equal(setsockopt(sv, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	while (send(cl, junk, sizeof(junk), MSG_DONTWAIT) > 0)
+		;
+}
+
+/* A zero-copy send that its own deadline (the LINK_TIMEOUT behind it)
+ * cancels while it waits for room, or that bh_uring_cancel cancels, posts
+ * -ECANCELED with F_MORE and then its notification (6.18): the permit is
+ * held until the notification, whatever order the deadline's CQE comes in. */
+static void test_send_zc_cancelled_while_waiting(void **state)
+{
+	for (int by_cancel = 0; by_cancel <= 1; by_cancel++) {
+		struct fix *f = fix_new(8, 0, 1, 0, 0);
+		struct bh_uring_op op = { 0 }, *got;
+		struct io_uring_sqe *sqe;
+		struct io_uring_cqe c;
+		static char msg[65536];
+		uint16_t port;
+		int ls, cl, sv, seen_more = 0, done = 0;
+
+		(void)state;
+		if (!opcode_supported(&f->ring, IORING_OP_SEND_ZC) || !have_loopback()) {
+			fix_free(f);
+			skip();
+		}
+		ls = listener(&port);
+		cl = connect_to(port);
+		sv = accept(ls, NULL, NULL);
+		assert_true(sv >= 0);
+		fill_socket(cl, sv);
+		assert_int_equal(bh_uring_get_sqe(f->t, &op, f->bh, 1, &sqe), 0);
+		io_uring_prep_send_zc(sqe, cl, msg, sizeof(msg), 0, 0);
+		assert_int_equal(bh_uring_track(f->t, &op,
+						by_cancel ? BH_FOREVER : bh_now_ns() + 5 * BH_MSEC),
+				 0);
+		submit(f, by_cancel ? 1 : 2);
+		if (by_cancel) { /* the send waits for room by now: submit issued it */
+			assert_int_equal(bh_uring_cancel(f->t, &op), 0);
+			submit(f, 1);
+		}
+		/* the deadline's or the cancel's own CQE, the send's result, its
+		 * notification: the permit goes back at the last alone */
+		for (int i = 0; i < 3; i++) {
+			int kind;
+
+			next_cqe(&f->ring, &c);
+			kind = feed(f, &c, &got);
+			if (kind == BH_URING_MORE) {
+				assert_int_equal(c.res, -ECANCELED);
+				seen_more++;
+			} else if (kind == BH_URING_DONE) {
+				assert_true(c.flags & IORING_CQE_F_NOTIF);
+				assert_ptr_equal(got, &op);
+				done++;
+			} else {
+				assert_int_equal(kind, BH_URING_HELPER);
+			}
+			assert_int_equal(in_flight(f->bh), done ? 0 : 1);
+		}
+		assert_int_equal(seen_more, 1);
+		assert_int_equal(done, 1);
+		assert_int_equal(tstats(f->t).finished, 1);
+		assert_int_equal(tstats(f->t).strays, 0);
+		close(sv);
+		close(cl);
+		close(ls);
+		fix_free(f);
+	}
+}
+
 /* ---- linked timeouts -------------------------------------------------------- */
 
 /* The kernel's deadline fires: its CQE (-ETIME) is a helper's; the op's own
@@ -2838,6 +2916,7 @@ int main(void)
 		cmocka_unit_test(test_multishot_poll_held_until_last),
 		cmocka_unit_test(test_multishot_accept),
 		cmocka_unit_test(test_send_zc_released_at_notification),
+		cmocka_unit_test(test_send_zc_cancelled_while_waiting),
 		cmocka_unit_test(test_link_timeout_fires),
 		cmocka_unit_test(test_link_timeout_not_firing),
 		cmocka_unit_test(test_skip_success_refused),
