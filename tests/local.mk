@@ -30,6 +30,15 @@ tests_test_futex_SOURCES = tests/test_futex.c
 tests_test_futex_CFLAGS = $(TEST_CFLAGS)
 tests_test_futex_LDADD = $(TEST_LIBS)
 TESTS += tests/test_futex
+
+# The thread indices (src/core/tindex.c); the wrap lets the test park a
+# thread holding the core's locks.
+check_PROGRAMS += tests/test_tindex
+tests_test_tindex_SOURCES = tests/test_tindex.c tests/testutil.h
+tests_test_tindex_CFLAGS = $(TEST_CFLAGS)
+tests_test_tindex_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=pthread_mutex_lock
+tests_test_tindex_LDADD = $(TEST_LIBS)
+TESTS += tests/test_tindex
 endif
 
 # Only bh_* leaves the shared library.

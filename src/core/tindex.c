@@ -34,9 +34,22 @@ static void tindex_free(void *arg)
 	pthread_mutex_unlock(&tindex_lock);
 }
 
+/* A fork child runs the forking thread alone: a thread of the parent that
+ * was taking or giving back an index at the fork holds the lock for good
+ * there, and the child's first thread to need an index would wait for it.
+ * So the child gets a lock of its own. What that thread was changing is
+ * one word of the bitmap and the generation count, each written whole: an
+ * index it took stays taken in the child, which costs the child one index. */
+static void tindex_fork_child(void)
+{
+	pthread_mutex_init(&tindex_lock, NULL);
+}
+
+/* The atfork handler is registered before anyone can take the lock. */
 static void tindex_init(void)
 {
 	tindex_key_ok = pthread_key_create(&tindex_key, tindex_free) == 0;
+	pthread_atfork(NULL, NULL, tindex_fork_child);
 }
 
 static uint32_t tindex_take(void)
