@@ -43,7 +43,7 @@ stress-asan:
 CLEANFILES += $(STRESS_PROGS:=.stress.log)
 
 # The reproducer of the cancellation finding in stress/README.md (fixed in
-# src/core/sync.c), public API only: it stays in the suite as a regression test.
+# src/lib/futex.c), public API only: it stays in the suite as a regression test.
 STRESS_PROGS += stress/cancel_escape
 stress_cancel_escape_SOURCES = stress/cancel_escape.c
 stress_cancel_escape_LDADD = src/libbulkhead.la
