@@ -37,7 +37,7 @@ check_PROGRAMS += tests/test_tindex
 tests_test_tindex_SOURCES = tests/test_tindex.c tests/testutil.h
 tests_test_tindex_CFLAGS = $(TEST_CFLAGS)
 tests_test_tindex_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=pthread_mutex_lock
-tests_test_tindex_LDADD = $(TEST_LIBS)
+tests_test_tindex_LDADD = $(TEST_LIBS) -ldl
 TESTS += tests/test_tindex
 endif
 

@@ -2,9 +2,13 @@
  * counter slot in every bulkhead. The lock that guards them is played
  * through the linker: this program is linked with
  * --wrap=pthread_mutex_lock, so the core's calls reach the wrapper below,
- * which can park a thread right after it took a lock. */
+ * which can park a thread right after it took a lock. The shared library,
+ * where the build made one, is loaded with dlopen. */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,10 +82,98 @@ static void test_fork_child_takes_index(void **state)
 	bh_destroy(bh);
 }
 
+/* The shared library as a plugin loads it: dlopen, use, dlclose. */
+struct plugin {
+	void *so;
+	int (*create)(const struct bh_config *, bulkhead_t **);
+	int (*try_acquire)(bulkhead_t *, uint32_t);
+	int (*release)(bulkhead_t *, uint32_t);
+	void (*destroy)(bulkhead_t *);
+};
+
+static void *plugin_sym(struct plugin *p, const char *name)
+{
+	void *f = dlsym(p->so, name);
+
+	if (!f)
+		_exit(2);
+	return f;
+}
+
+static void plugin_open(struct plugin *p, const char *path)
+{
+	p->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!p->so)
+		_exit(2);
+	p->create = plugin_sym(p, "bh_create");
+	p->try_acquire = plugin_sym(p, "bh_try_acquire");
+	p->release = plugin_sym(p, "bh_release");
+	p->destroy = plugin_sym(p, "bh_destroy");
+}
+
+static struct plugin plugin;
+static pthread_barrier_t used, unloaded;
+
+/* Takes a thread index in the loaded copy, then outlives the dlclose. */
+static void *use_then_outlive(void *bh)
+{
+	if (plugin.try_acquire(bh, 1) != 0 || plugin.release(bh, 1) != 0)
+		_exit(3);
+	pthread_barrier_wait(&used);
+	pthread_barrier_wait(&unloaded);
+	return NULL; /* the thread exits with the library closed */
+}
+
+/* In a child, so that a crash is a status: load, use on a thread, unload,
+ * let the thread exit. */
+static int plugin_round(const char *path)
+{
+	struct bh_config cfg = { .max_concurrent = 1 };
+	bulkhead_t *bh;
+	pthread_t t;
+
+	alarm(10);
+	signal(SIGSEGV, SIG_DFL); /* a crash is the status, not cmocka's report */
+	plugin_open(&plugin, path);
+	if (plugin.create(&cfg, &bh) != 0)
+		return 4;
+	pthread_barrier_init(&used, NULL, 2);
+	pthread_barrier_init(&unloaded, NULL, 2);
+	if (pthread_create(&t, NULL, use_then_outlive, bh) != 0)
+		return 5;
+	pthread_barrier_wait(&used);
+	plugin.destroy(bh);
+	if (dlclose(plugin.so) != 0)
+		return 6;
+	pthread_barrier_wait(&unloaded);
+	return pthread_join(t, NULL) == 0 ? 0 : 7;
+}
+
+/* A program may dlopen the library, use it on its threads and dlclose it
+ * while they live (a plugin unloaded on reload): a thread that took an
+ * index and exits afterwards must not call into unmapped code. */
+static void test_thread_exit_after_dlclose(void **state)
+{
+	const char *top = getenv("top_builddir");
+	char path[4096];
+	pid_t pid;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/src/.libs/libbulkhead.so", top ? top : ".");
+	if (access(path, R_OK) != 0)
+		skip(); /* a static-only build */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(plugin_round(path));
+	assert_int_equal(reap_status(pid), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_child_takes_index),
+		cmocka_unit_test(test_thread_exit_after_dlclose),
 	};
 
 	alarm(60);

@@ -26,7 +26,12 @@ lib_LTLIBRARIES += src/libbulkhead.la
 src_libbulkhead_la_SOURCES = src/core/compat_0_1.c
 nodist_EXTRA_src_libbulkhead_la_SOURCES = src/dummy.c
 src_libbulkhead_la_LIBADD = src/libbhcore.la
-src_libbulkhead_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(BH_LT_VERSION) -no-undefined
+# -z nodelete: dlclose leaves the library mapped. A thread that used it
+# keeps a thread-specific value whose destructor (src/core/tindex.c) runs
+# when that thread exits, and the fork handlers stay registered too; code
+# unmapped under them would crash the program at the thread's exit.
+src_libbulkhead_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(BH_LT_VERSION) -no-undefined \
+	-Wl,-z,nodelete
 if HAVE_LD_VERSION_SCRIPT
 src_libbulkhead_la_CPPFLAGS = $(AM_CPPFLAGS) -DBH_LD_VERSION_SCRIPT
 src_libbulkhead_la_LDFLAGS += -Wl,--version-script=$(top_srcdir)/src/core/libbulkhead.map
