@@ -141,7 +141,7 @@ static void *worker(void *arg)
  * outnumber cores here: per-thread times would count the waits). */
 static double timed(unsigned threads, bool lockfree, unsigned iters)
 {
-	struct bha_target tgt = { t_set, t_limit, t_in_flight, NULL };
+	struct bha_target tgt = { t_set, t_limit, t_in_flight, NULL, NULL };
 	struct bh_adaptive_config c = { .window_ns = 10 * BH_MSEC, .seed = 1 };
 	struct mutex_sampler ms = { .m = PTHREAD_MUTEX_INITIALIZER, .window_ns = 10 * BH_MSEC,
 				    .in_flight = no_in_flight };

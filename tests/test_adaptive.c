@@ -870,7 +870,7 @@ static void sum_window(void *ctx, const struct bha_window *w, const struct bha_v
 static void run_samplers(enum bh_adaptive_algo kind, unsigned nthreads)
 {
 	struct race_target t = { .limit = 10 };
-	struct bha_target tgt = { rt_set, rt_limit, rt_in_flight, &t };
+	struct bha_target tgt = { rt_set, rt_limit, rt_in_flight, &t, NULL };
 	struct bh_adaptive_config c = { .algo = kind, .window_ns = 2 * MS, .seed = 1 };
 	struct sampler *s = calloc(nthreads, sizeof(*s));
 	pthread_t *tid = calloc(nthreads, sizeof(*tid));
@@ -1419,6 +1419,54 @@ static void host_wide_two_handles_one_mover(void **state)
 	host_close(bh, dir);
 }
 
+/* A follower whose windows asked for no change while the mover moved the
+ * limit goes on from the limit in force, not from its own last figure:
+ * when the role comes to it, a window of drops cuts the host's limit
+ * (21 -> 18), it does not raise it to a cut of the limit it saw at attach
+ * (30 -> 27). The same for Envoy, whose minRTT window's restore must not
+ * bring back the limit it had before that window. */
+static void host_wide_follower_starts_from_limit_in_force(void **state)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	bulkhead_t *bh = host_open(dir, 30, 0), *bh2;
+	struct bh_adaptive_config ec = { .algo = BH_ADAPTIVE_ENVOY, .min_limit = 2,
+					 .max_limit = 100, .sources = BH_ADAPTIVE_SRC_MANUAL };
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a, *b;
+
+	(void)state;
+	assert_int_equal(bh_shm_open("adaptive", NULL, 0, &bh2), 0);
+	a = attach(bh, &host_cfg);
+	b = attach(bh2, &host_cfg);
+	drops(a);
+	drops(a);
+	drops(a);
+	assert_int_equal(limit_of(bh), 21); /* the mover: 30 -> 27 -> 24 -> 21 */
+	bh_adaptive_detach(a);
+	drops(b);
+	assert_int_equal(limit_of(bh), 18); /* from the limit in force */
+	bh_adaptive_detach(b);
+
+	/* Envoy: the follower's minRTT window (it cannot pin) ends after the
+	 * mover left; the window's restore is the limit in force. */
+	assert_int_equal(bh_set_limit(bh, 30), 0);
+	a = attach(bh, &host_cfg);
+	b = attach(bh2, &ec); /* its pin, refused: still 30 */
+	assert_int_equal(limit_of(bh), 30);
+	drops(a);
+	drops(a);
+	assert_int_equal(limit_of(bh), 24);
+	bh_adaptive_detach(a);
+	/* the first sample starts the epoch, the next 50 close the window */
+	feed(b, 51, 10 * MS, BH_OK, 20 * MS);
+	assert_int_equal(bh_adaptive_stats(b, &st), 0);
+	assert_int_equal(st.windows, 1);
+	assert_int_equal(limit_of(bh), 24);
+	bh_adaptive_detach(b);
+	bh_destroy(bh2);
+	host_close(bh, dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1455,6 +1503,7 @@ int main(void)
 		cmocka_unit_test(default_explicit_window_length),
 		cmocka_unit_test(probe_interval_does_not_wrap),
 		cmocka_unit_test(host_wide_two_handles_one_mover),
+		cmocka_unit_test(host_wide_follower_starts_from_limit_in_force),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -286,13 +286,33 @@ static void take_window(bh_adaptive_t *a, struct bha_window *w)
 	w->peak = e > w->peak ? e : w->peak;
 }
 
+/* A follower's windows that asked for no change never learnt of the
+ * mover's changes (apply() follows only a refused change): before each
+ * window it goes on from the limit in force, so that when the role comes
+ * to it, its first change starts from that limit, not from a stale one of
+ * its own. */
+static void follow_limit(bh_adaptive_t *a)
+{
+	uint32_t cur;
+
+	if (!a->tgt.follows || !a->tgt.follows(a->tgt.ctx))
+		return;
+	cur = a->tgt.limit(a->tgt.ctx);
+	if (cur != a->limit) {
+		a->limit = cur;
+		bha_algo_follow(&a->algo, cur);
+	}
+}
+
 static void close_window(bh_adaptive_t *a, uint64_t now)
 {
-	struct bha_window w = { .start_ns = a->open_ns, .end_ns = now, .limit = a->limit,
+	struct bha_window w = { .start_ns = a->open_ns, .end_ns = now,
 				.probe = a->v.probe_samples != 0 };
 	struct bha_verdict v = a->v;
 	bool changed;
 
+	follow_limit(a);
+	w.limit = a->limit;
 	take_window(a, &w);
 	w.pct_ns = bha_percentile(a->scratch, w.hist_n, a->algo.pct);
 	v.limit = a->limit;

@@ -155,7 +155,8 @@ void bha_algo_window(struct bha_algo *g, const struct bha_window *w, uint64_t no
 
 /* Another process's controller set the limit (the follower of a host-wide
  * bulkhead, src/shm/role.h): go on from it as if this algorithm had chosen
- * it, with no cut or probe of its own pending. */
+ * it, with no cut or probe of its own pending (Envoy's minRTT window is a
+ * measure, not a cut: it goes on, and restores this limit). */
 void bha_algo_follow(struct bha_algo *g, uint32_t limit)
 {
 	switch (g->kind) {
@@ -169,7 +170,10 @@ void bha_algo_follow(struct bha_algo *g, uint32_t limit)
 		g->u.g2.est = limit;
 		break;
 	case BH_ADAPTIVE_ENVOY:
+		/* a minRTT window goes on (its measure is still wanted), but
+		 * what it restores is the limit in force */
 		g->u.envoy.limit = limit;
+		g->u.envoy.deferred = limit;
 		break;
 	default:
 		g->u.own.limit = limit;

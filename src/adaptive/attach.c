@@ -54,6 +54,13 @@ static int host_target_set(void *ctx, uint32_t limit)
 	return r ? r : bh_set_limit(ctx, limit);
 }
 
+/* Not the role's holder: another process's controller (or none, until
+ * this one takes the free role) moves the limit. */
+static bool host_target_follows(void *ctx)
+{
+	return !bhs_role_held(ctx);
+}
+
 /* A layer's handle (a cluster bulkhead's: the cap on its share). */
 static int layer_target_set(void *ctx, uint32_t limit)
 {
@@ -71,11 +78,12 @@ static struct bha_target target_of(bulkhead_t *bh)
 {
 	if (bhi_layer_of(bh))
 		return (struct bha_target){ layer_target_set, layer_target_limit,
-					    bh_target_in_flight, bh };
+					    bh_target_in_flight, bh, NULL };
 	if (bhi_is_host(bh))
 		return (struct bha_target){ host_target_set, bh_target_limit,
-					    host_target_in_flight, bh };
-	return (struct bha_target){ bh_target_set, bh_target_limit, bh_target_in_flight, bh };
+					    host_target_in_flight, bh, host_target_follows };
+	return (struct bha_target){ bh_target_set, bh_target_limit, bh_target_in_flight, bh,
+				    NULL };
 }
 
 /* The sink is hooked in before attach applies the starting limit (so that

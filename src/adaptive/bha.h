@@ -24,6 +24,9 @@ struct bha_target {
 	uint32_t (*limit)(void *ctx);
 	uint32_t (*in_flight)(void *ctx);
 	void *ctx;
+	/* NULL, or whether another controller moves the limit now (a
+	 * host-wide bulkhead's follower); once per window at most. */
+	bool (*follows)(void *ctx);
 };
 
 /* ---- one closed window ----------------------------------------------------- */

@@ -57,3 +57,12 @@ void bhs_role_drop(bulkhead_t *bh)
 	}
 	bhs_unlock(a);
 }
+
+/* relaxed, both: only this process writes its own values there (see
+ * role_ours), so the look is exact for "ours" and pairs with nothing */
+bool bhs_role_held(const bulkhead_t *bh)
+{
+	return role_ours(att_of(bh)) &&
+	       atomic_load_explicit(&att_of(bh)->role_handle, memory_order_relaxed) ==
+		       bhi_id_of(bh) + 1;
+}

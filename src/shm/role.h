@@ -8,6 +8,8 @@
 #ifndef BH_SHM_ROLE_H
 #define BH_SHM_ROLE_H
 
+#include <stdbool.h>
+
 #include "bulkhead.h"
 
 /* 0: bh (this handle of the calling process) holds the role (now, or
@@ -16,5 +18,7 @@
 int bhs_role_take(bulkhead_t *bh);
 /* Give the role up if bh holds it. */
 void bhs_role_drop(bulkhead_t *bh);
+/* Whether bh (this handle of the calling process) holds the role now. */
+bool bhs_role_held(const bulkhead_t *bh);
 
 #endif /* BH_SHM_ROLE_H */
