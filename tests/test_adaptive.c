@@ -495,6 +495,53 @@ static void fork_child_detaches(void **state)
 	bh_destroy(bh);
 }
 
+/* The same, with the parent's closer cut short in the middle of publishing
+ * the window (its seqlock odd, which the test makes it: no hook runs
+ * there): the child's readers must not wait for a writer that does not
+ * exist in it. */
+static void fork_child_reads_a_cut_publish(void **state)
+{
+	bulkhead_t *bh = make_bh(20, 0, BH_TRACK_HOLD);
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD };
+	bh_adaptive_t *a = attach(bh, &c);
+	uint64_t end = bh_now_ns() + 10 * BH_SEC;
+	pthread_t th;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	atomic_store(&hook_in, 0);
+	atomic_store(&hook_go, 0);
+	bha_set_window_hook(a, hold_in_hook, NULL);
+	assert_int_equal(pthread_create(&th, NULL, hold_sampler, bh), 0);
+	while (!atomic_load(&hook_in) && bh_now_ns() < end)
+		sched_yield();
+	assert_true(atomic_load(&hook_in)); /* the parent's closer, mid-close */
+	pid = fork();
+	if (pid == 0) {
+		struct bh_adaptive_stats s;
+		struct bh_adaptive_change h[BH_ADAPTIVE_HISTORY];
+		char buf[8192];
+
+		alarm(5); /* a hang dies of SIGALRM */
+		atomic_fetch_add(&a->seq, 1); /* as a fork inside publish() leaves it */
+		if (bh_adaptive_stats(a, &s) != 0 || s.limit != 20 ||
+		    bh_adaptive_history(a, h, BH_ADAPTIVE_HISTORY) < 1 ||
+		    bh_adaptive_metrics_prometheus(&a, 1, buf, sizeof(buf)) <= 0)
+			_exit(3);
+		bh_adaptive_detach(a);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	atomic_store(&hook_go, 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
 /* The same, on the slot that the threads beyond a bulkhead's own slots
  * share: the parent's thread left its mark there, and in the child a new
  * thread, also beyond the slots, marks and unmarks it again before the
@@ -1482,6 +1529,7 @@ int main(void)
 		cmocka_unit_test(impossible_latencies),
 		cmocka_unit_test(fork_child_detaches),
 		cmocka_unit_test(fork_child_detaches_shared_slot),
+		cmocka_unit_test(fork_child_reads_a_cut_publish),
 		cmocka_unit_test(aimd_rules),
 		cmocka_unit_test(vegas_rules),
 		cmocka_unit_test(vegas_probe),

@@ -146,8 +146,11 @@ static void publish(bh_adaptive_t *a, const struct bha_window *w, bool changed, 
 	/* A seqlock: readers retry while seq is odd or moved. The release
 	 * fence orders the odd seq before the fields, the final release
 	 * store the fields before the even one (pairs with the reader's
-	 * acquire load of seq and its acquire fence). */
-	atomic_store_explicit(&a->seq, seq + 1, memory_order_relaxed);
+	 * acquire load of seq and its acquire fence). The odd store is a
+	 * release too: a reader that sees it (read_begin()'s acquire load)
+	 * sees our mark in closing, so it never takes us for a writer that a
+	 * fork cut short. */
+	atomic_store_explicit(&a->seq, seq + 1, memory_order_release);
 	atomic_thread_fence(memory_order_release);
 	if (changed)
 		publish_change(a, now, reason);
@@ -565,6 +568,27 @@ void bha_set_window_hook(bh_adaptive_t *a,
 
 /* ---- reading -------------------------------------------------------------------- */
 
+/* A reader's first look at seq: even, or odd for good. In a fork child an
+ * odd seq may be a parent's closer cut short mid-publish: the closing role
+ * still holds that thread's mark, of another generation (closer_mark()),
+ * and nobody here will finish its write. Then what it left is read as it
+ * is; a closer of this process that takes the role over moves seq on, and
+ * the reader's re-check retries. */
+static uint32_t read_begin(bh_adaptive_t *m)
+{
+	uint32_t s, c;
+
+	/* acquire: pairs with publish()'s release stores of seq, the odd one
+	 * included (after it, closing holds that closer's mark) */
+	while ((s = atomic_load_explicit(&m->seq, memory_order_acquire)) & 1) {
+		c = atomic_load_explicit(&m->closing, memory_order_relaxed);
+		if (c != 0 && c != closer_mark())
+			break;
+		sched_yield();
+	}
+	return s;
+}
+
 static void shard_counts(const bh_adaptive_t *a, struct bh_adaptive_stats *out)
 {
 	for (unsigned i = 0; i <= BHA_SHARDS; i++) {
@@ -585,9 +609,7 @@ int bh_adaptive_stats(const bh_adaptive_t *a, struct bh_adaptive_stats *out)
 	if (!a || !out)
 		return -EINVAL;
 	do {
-		/* acquire: pairs with publish's final release store */
-		while ((s1 = atomic_load_explicit(&m->seq, memory_order_acquire)) & 1)
-			sched_yield();
+		s1 = read_begin(m);
 		memset(out, 0, sizeof(*out));
 		out->limit = atomic_load_explicit(&m->s_limit, memory_order_relaxed);
 		out->reason = atomic_load_explicit(&m->s_reason, memory_order_relaxed);
@@ -623,9 +645,7 @@ int bh_adaptive_history(const bh_adaptive_t *a, struct bh_adaptive_change *out, 
 	if (!a || (!out && max))
 		return -EINVAL;
 	do {
-		/* acquire: pairs with publish()'s final release store of seq */
-		while ((s1 = atomic_load_explicit(&m->seq, memory_order_acquire)) & 1)
-			sched_yield();
+		s1 = read_begin(m);
 		n = atomic_load_explicit(&m->s_changes, memory_order_relaxed);
 		first = n > BH_ADAPTIVE_HISTORY ? n - BH_ADAPTIVE_HISTORY : 0;
 		if (n - first > max)
