@@ -137,7 +137,8 @@ struct bh_adaptive_config {
 	                         * Gradient2 200, Envoy 1000) */
 	uint32_t initial_limit; /* 0: the bulkhead's limit at attach */
 	uint32_t sources;       /* BH_ADAPTIVE_SRC_*; 0: all the bulkhead has */
-	uint32_t percentile;    /* window sample, % of OK latencies; 0: 50 */
+	uint32_t percentile;    /* window sample, % of OK latencies (Envoy: of
+	                         * every sample); 0: 50; Netflix's: unused */
 	uint64_t window_ns;     /* fixed window length; 0: the algorithm's (the
 	                         * default: 4 round trips; Netflix 1 s; Envoy 100 ms) */
 	uint64_t probe_interval_ns; /* baseline re-probe; 0: 10 s (Envoy 60 s),
