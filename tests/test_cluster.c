@@ -1593,6 +1593,40 @@ static void test_stats_share_zero_once_lease_out(void **state)
 	bh_destroy(bh);
 }
 
+/* The statistics say what admission does, to the instant: share turns 0
+ * when the gate shuts (on the coarse clock, up to two ticks before the
+ * lease's end), not up to two ticks later; and by lease_expiry_ns, on
+ * CLOCK_MONOTONIC, admission has stopped. */
+static void test_stats_share_zero_when_gate_shuts(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 3);
+	bulkhead_t *bh;
+	struct bh_cluster_stats s;
+	uint64_t expiry;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	expiry = cstats(bh).lease_expiry_ns;
+	while (bh_try_acquire(bh, 1) == 0) { /* not stepped: the lease runs out */
+		assert_int_equal(bh_release(bh, 1), 0);
+		assert_true(bh_now_ns() < expiry + 100 * BH_MSEC);
+		usleep(200);
+	}
+	s = cstats(bh); /* right after the first refusal */
+	assert_int_equal(s.share, 0);
+	assert_int_equal(s.lease_expiry_ns, 0);
+	bh_destroy(bh);
+	/* The other way: from lease_expiry_ns on, nothing is admitted. */
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	expiry = cstats(bh).lease_expiry_ns;
+	while (bh_now_ns() < expiry)
+		usleep(200);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	bh_destroy(bh);
+}
+
 /* The same late delivery after bh_destroy: the instance left, and its
  * renewal given up on reaches the store afterwards. It must not register
  * the departed instance again, holding a share nobody uses for a lease:
@@ -1789,6 +1823,7 @@ int main(void)
 		cmocka_unit_test(test_late_renewal_refused),
 		cmocka_unit_test(test_error_reply_does_not_stick),
 		cmocka_unit_test(test_stats_share_zero_once_lease_out),
+		cmocka_unit_test(test_stats_share_zero_when_gate_shuts),
 		cmocka_unit_test(test_late_renewal_after_leave_refused),
 		cmocka_unit_test(test_resent_renewal_first_copy_refused),
 		cmocka_unit_test(test_timed_out_open_leaves_no_phantom),

@@ -111,8 +111,8 @@ struct bh_cluster_stats {
 	uint64_t granted;          /* the share the store granted last */
 	uint64_t want;             /* the demand reported last */
 	uint64_t instances;        /* live instances at the last renewal */
-	uint64_t lease_expiry_ns;  /* CLOCK_MONOTONIC when admission on the
-	                              current lease stops (0: none) */
+	uint64_t lease_expiry_ns;  /* CLOCK_MONOTONIC by which admission on
+	                              the current lease has stopped (0: none) */
 	uint64_t learning_ns;      /* the store's learning period left, as of the
 	                              last renewal */
 	uint64_t round_trips;      /* store commands sent (every kind) */

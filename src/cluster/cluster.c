@@ -322,8 +322,12 @@ int bh_cluster_stats(const bulkhead_t *bh, struct bh_cluster_stats *out)
 	};
 	/* The lease ran out and no driver has run since (a manual handle not
 	 * stepped, a process just resumed): admission has stopped at the gate
-	 * already, and the statistics say so too. */
-	if (!out->fallback_active && out->lease_expiry_ns && bhc_mono() >= out->lease_expiry_ns) {
+	 * already, and the statistics say so too, from the instant it did: the
+	 * gate's own test, coarse_slack before the expiry on the coarse clock
+	 * (bhc_gate_for), not the expiry on CLOCK_MONOTONIC, up to two ticks
+	 * later. */
+	if (!out->fallback_active && out->lease_expiry_ns &&
+	    bhi_coarse_ns() + c->coarse_slack >= out->lease_expiry_ns) {
 		out->share = 0;
 		out->lease_expiry_ns = 0;
 	}

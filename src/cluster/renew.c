@@ -158,7 +158,9 @@ static void failed(struct bhc *c, int err, uint64_t now)
 		c->next_renew = now;
 }
 
-/* A renewal's answer, for bh_cluster_stats. */
+/* A renewal's answer, for bh_cluster_stats. The expiry is the lease's end
+ * on CLOCK_MONOTONIC; the gate shuts coarse_slack before it, on the coarse
+ * clock (bhc_gate_for), which bh_cluster_stats compares too. */
 static void report_grant(struct bhc *c, const struct bhc_grant *g, uint64_t end)
 {
 	put(c, S_GLOBAL, g->limit);
