@@ -601,6 +601,36 @@ static void test_open_wrong_type_at_key(void **state)
 	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
 }
 
+/* The script's refusals quote the key, and the key holds the limit's name,
+ * which is the user's: a name that contains a word of another error
+ * (NOPERM, BUSY, BHTYPE, NOSCRIPT) must not change the errno. */
+static void test_error_words_in_the_name(void **state)
+{
+	static const char *const words[] = { "NOPERM", "BUSY", "NOSCRIPT", "BHMISMATCH", "OOM" };
+	char name[64];
+	bulkhead_t *bh;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		struct bh_cluster_config cc;
+
+		snprintf(name, sizeof(name), "t%u-%s-%d", ++seq, words[i], (int)getpid());
+		cc = config(name, 2);
+		assert_int_equal(rh_do(&srv, "SET {bh:%s} hello", name), 0);
+		open_fails(&cc, NULL, -ENOTUNIQ);
+		assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+	}
+	/* bh_cluster_set_global_limit on a limit the store lost: -ENOENT */
+	snprintf(name, sizeof(name), "t%u-BHTYPE-%d", ++seq, (int)getpid());
+	struct bh_cluster_config cc = config(name, 2);
+
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+	assert_int_equal(bh_cluster_set_global_limit(bh, 3), -ENOENT);
+	bh_destroy(bh);
+}
+
 /* A key that is not this layer's, or holds another protocol's state, is
  * refused, and left exactly as it was: Redis keeps a script's writes when it
  * then returns an error, so the script must not clean up fields that look
@@ -1796,6 +1826,7 @@ int main(void)
 		cmocka_unit_test(test_open_times_out),
 		cmocka_unit_test(test_open_over_tcp),
 		cmocka_unit_test(test_open_wrong_type_at_key),
+		cmocka_unit_test(test_error_words_in_the_name),
 		cmocka_unit_test(test_open_protocol_mismatch),
 		cmocka_unit_test(test_refused_key_left_untouched),
 		cmocka_unit_test_teardown(test_open_errors_documented, store_teardown),

@@ -291,22 +291,30 @@ static bool has(const char *s, const char *what)
 	return strstr(s, what) != NULL;
 }
 
+/* The lease script's refusals, by the code that begins them: their text
+ * goes on to quote the key, which holds the limit's name, the user's, and
+ * that may contain any word looked for in the server's own errors. */
+static const struct {
+	const char *code;
+	int err;
+} script_codes[] = {
+	{ "BHPROTO ", -EPROTONOSUPPORT }, { "BHMISMATCH ", -EEXIST }, { "BHTYPE ", -ENOTUNIQ },
+	{ "BHNONE ", -ENOENT },           { "BHSTALE ", -EPROTO },
+};
+
 /* A server's error reply as an errno (see bh_cluster_open(3)). Messages
  * are never kept: they could quote what a user typed. */
 static int map_error(const char *s)
 {
+	for (size_t i = 0; i < sizeof(script_codes) / sizeof(script_codes[0]); i++)
+		if (strncmp(s, script_codes[i].code, strlen(script_codes[i].code)) == 0)
+			return script_codes[i].err;
 	if (has(s, "NOAUTH") || has(s, "WRONGPASS") || has(s, "NOPERM") ||
 	    has(s, "without any password configured") || has(s, "invalid password") ||
 	    has(s, "invalid username-password") || has(s, "can't run this command"))
 		return -EACCES;
-	if (has(s, "BHPROTO"))
-		return -EPROTONOSUPPORT;
-	if (has(s, "BHMISMATCH"))
-		return -EEXIST;
-	if (has(s, "BHTYPE") || has(s, "WRONGTYPE"))
+	if (has(s, "WRONGTYPE"))
 		return -ENOTUNIQ;
-	if (has(s, "BHNONE"))
-		return -ENOENT;
 	if (has(s, "LOADING") || has(s, "BUSY") || has(s, "MASTERDOWN") || has(s, "TRYAGAIN") ||
 	    has(s, "CLUSTERDOWN"))
 		return -EAGAIN;
@@ -374,7 +382,7 @@ static int renew_reply(struct rstore *r, const redisReply *rep)
 static int call_reply(struct rstore *r, const redisReply *rep)
 {
 	if (rep->type == REDIS_REPLY_ERROR)
-		return has(rep->str, "NOSCRIPT") ? -ENOEXEC : map_error(rep->str);
+		return strncmp(rep->str, "NOSCRIPT ", 9) == 0 ? -ENOEXEC : map_error(rep->str);
 	if (r->rq.op == BHC_RENEW)
 		return renew_reply(r, rep);
 	return rep->type == REDIS_REPLY_INTEGER ? 0 : -EPROTO;
