@@ -1780,6 +1780,41 @@ static void test_timed_out_open_leaves_no_phantom(void **state)
 	px_stop();
 }
 
+/* An open whose renewal the store ran, but whose answer came too late to
+ * use (the process was stopped meanwhile), fails: its registration must
+ * not stay behind at the store, holding a share that nobody renews for a
+ * whole lease. The store holds the renewal back (CLIENT PAUSE WRITE holds
+ * scripts, not SCRIPT LOAD) and answers while this process is stopped; it
+ * resumes after the lease's usable part, before the store's expiry. */
+static void test_late_answer_at_open_leaves_no_phantom(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 2);
+	bulkhead_t *bh = NULL;
+	pid_t stopper;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(rh_do(&srv, "CLIENT PAUSE 250 WRITE"), 0);
+	stopper = fork();
+	assert_true(stopper >= 0);
+	if (stopper == 0) {
+		rh_sleep_ms(100);
+		kill(getppid(), SIGSTOP);
+		rh_sleep_ms(600); /* resumes 700 ms in: past 540, before 850 */
+		kill(getppid(), SIGCONT);
+		_exit(0);
+	}
+	t0 = bh_now_ns();
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), -ETIMEDOUT);
+	assert_null(bh);
+	waitpid(stopper, NULL, 0);
+	printf("open returned after %llu ms\n", (unsigned long long)((bh_now_ns() - t0) / BH_MSEC));
+	assert_int_equal(records_at_store(name), 0);
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+}
+
+
 /* Metrics carry the cluster series; no credential ever shows up. */
 static void test_metrics_and_no_credentials(void **state)
 {
@@ -1858,6 +1893,7 @@ int main(void)
 		cmocka_unit_test(test_late_renewal_after_leave_refused),
 		cmocka_unit_test(test_resent_renewal_first_copy_refused),
 		cmocka_unit_test(test_timed_out_open_leaves_no_phantom),
+		cmocka_unit_test(test_late_answer_at_open_leaves_no_phantom),
 	};
 	int r = redis_start(&srv, true);
 

@@ -183,7 +183,10 @@ static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
 
 	if (end <= now) {
 		/* Too late to use (this process was stopped meanwhile), but
-		 * the store answers: ask again at once, no fallback. */
+		 * the store answers: ask again at once, no fallback. It ran
+		 * the renewal, so this instance is registered there: an open
+		 * that fails now must leave (bhc_give_back). */
+		c->maybe_joined = true;
 		bump(c, S_FAILED);
 		put(c, S_LAST_ERROR, (uint64_t)(int64_t)-ETIMEDOUT);
 		c->next_renew = now;
