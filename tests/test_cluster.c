@@ -1231,9 +1231,14 @@ static void test_fork_child_copy_closed(void **state)
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
+		struct bh_cluster_stats cs;
 		int ok = bh_try_acquire(bh, 1) == -ESHUTDOWN &&
 			 bh_acquire(bh, 1, bh_now_ns() + 10 * BH_MSEC) == -ESHUTDOWN &&
 			 bh_cluster_set_global_limit(bh, 5) == -ESHUTDOWN;
+
+		/* its statistics say what it admits: nothing, on no lease */
+		if (bh_cluster_stats(bh, &cs) != 0 || cs.share != 0 || cs.lease_expiry_ns != 0)
+			ok = 0;
 
 		alarm(2); /* a destroy that waits for the parent's thread hangs */
 		bh_destroy(bh);

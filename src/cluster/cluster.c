@@ -325,9 +325,10 @@ int bh_cluster_stats(const bulkhead_t *bh, struct bh_cluster_stats *out)
 	 * already, and the statistics say so too, from the instant it did: the
 	 * gate's own test, coarse_slack before the expiry on the coarse clock
 	 * (bhc_gate_for), not the expiry on CLOCK_MONOTONIC, up to two ticks
-	 * later. */
-	if (!out->fallback_active && out->lease_expiry_ns &&
-	    bhi_coarse_ns() + c->coarse_slack >= out->lease_expiry_ns) {
+	 * later. A fork child's copy admits nothing either: the share and the
+	 * lease are the parent's. */
+	if (bhc_inherited(c) || (!out->fallback_active && out->lease_expiry_ns &&
+				  bhi_coarse_ns() + c->coarse_slack >= out->lease_expiry_ns)) {
 		out->share = 0;
 		out->lease_expiry_ns = 0;
 	}
