@@ -1,8 +1,11 @@
 /* Histograms, waits and holds in stats, names, and the exporters — the
  * Prometheus text is parsed back and checked against bh_stats. */
+#include <ctype.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "bulkhead/metrics.h"
 #include "testutil.h"
@@ -859,6 +862,79 @@ static void test_counters_add_up(void **state)
 	bh_destroy(bh);
 }
 
+/* ---- numbers whatever the locale --------------------------------------------- */
+
+/* A locale whose decimal point is a comma, in effect for LC_NUMERIC: one
+ * that is installed, else a minimal one compiled with localedef(1) into
+ * dir (LOCPATH). false: none to be had. */
+static bool comma_locale(char *dir)
+{
+	static const char *const installed[] = { "de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8",
+						 "fr_FR.utf8", "ru_RU.UTF-8", "nl_NL.UTF-8" };
+	char cmd[512], num[8];
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(installed) / sizeof(installed[0]); i++)
+		if (setlocale(LC_NUMERIC, installed[i]))
+			goto check;
+	if (!mkdtemp(dir))
+		return false;
+	snprintf(cmd, sizeof(cmd), "%s/comma.src", dir);
+	f = fopen(cmd, "w");
+	if (!f)
+		return false;
+	fputs("LC_CTYPE\ncopy \"POSIX\"\nEND LC_CTYPE\nLC_NUMERIC\ndecimal_point \"<U002C>\"\n"
+	      "thousands_sep \"\"\ngrouping -1\nEND LC_NUMERIC\n",
+	      f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "localedef -c -i %s/comma.src -f UTF-8 %s/comma >/dev/null 2>&1",
+		 dir, dir);
+	if (system(cmd) == -1 || setenv("LOCPATH", dir, 1) != 0 ||
+	    !setlocale(LC_NUMERIC, "comma"))
+		return false;
+check:
+	snprintf(num, sizeof(num), "%.1f", 0.5);
+	return !strcmp(num, "0,5");
+}
+
+static void test_export_numbers_ignore_locale(void **state)
+{
+	char dir[] = "/tmp/bh-test-locale-XXXXXX", cmd[64];
+	bulkhead_t *bh = make_bh(1, 0, BH_TRACK_HOLD);
+	struct bh_metric_set set = { .bulkheads = &bh, .n_bulkheads = 1 };
+	static char prom[64 * 1024], json[8192];
+	ssize_t np, nj;
+	bool have;
+
+	(void)state;
+	bh_record_hold(bh, 1500); /* 0.0000015 s: a sum with decimals */
+	have = comma_locale(dir);
+	np = bh_metrics_prometheus(&set, prom, sizeof(prom));
+	nj = bh_metrics_json(&set, json, sizeof(json));
+	setlocale(LC_NUMERIC, "C");
+	unsetenv("LOCPATH");
+	if (strcmp(dir + strlen(dir) - 6, "XXXXXX")) { /* mkdtemp made it */
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	bh_destroy(bh);
+	if (!have)
+		skip(); /* no locale with a decimal comma here */
+	assert_true(np > 0 && np < (ssize_t)sizeof(prom));
+	assert_true(nj > 0 && nj < (ssize_t)sizeof(json));
+	/* a sample's value never holds a comma */
+	for (const char *p = prom; (p = strstr(p, "} ")) != NULL; p++)
+		assert_true(strcspn(p, ",\n") == strcspn(p, "\n"));
+	assert_non_null(strstr(prom, "bulkhead_hold_seconds_sum{name=\"bulkhead-"));
+	assert_non_null(strstr(prom, "} 0.0000015\n"));
+	/* in the JSON, a comma only ever follows a value: never a digit's
+	 * neighbour on both sides */
+	for (const char *p = strchr(json, ','); p; p = strchr(p + 1, ','))
+		assert_false(p > json && isdigit((unsigned char)p[-1]) &&
+			     isdigit((unsigned char)p[1]));
+	assert_non_null(strstr(json, "\"hold\":{\"count\":1,\"sum_seconds\":0.0000015,"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -879,6 +955,7 @@ int main(void)
 		cmocka_unit_test(test_pool_export),
 		cmocka_unit_test(test_export_utf8),
 		cmocka_unit_test(test_export_bad_input),
+		cmocka_unit_test(test_export_numbers_ignore_locale),
 		cmocka_unit_test(test_counters_add_up),
 	};
 

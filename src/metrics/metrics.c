@@ -224,7 +224,11 @@ static void put_scalars(struct bhi_out *o, const struct scalar *table, size_t ro
 }
 
 /* Nanoseconds as exact decimal seconds, trailing zeros trimmed: a bucket
- * bound printed with %g would round, and "le" must be the real bound. */
+ * bound printed with %g would round, and "le" must be the real bound. Every
+ * number in seconds goes through here, never through %f: printf's decimal
+ * point is the locale's, and a program that set one with a decimal comma
+ * would export "0,5", which neither a scraper nor a JSON parser accepts
+ * (a double would also lose nanoseconds of a large sum). */
 static void put_seconds(struct bhi_out *o, uint64_t ns)
 {
 	char frac[10];
@@ -262,7 +266,9 @@ static void put_histogram(struct bhi_out *o, const char *name, const char *bh,
 	put_sample_start(o, name, "_bucket", bh);
 	bhi_put(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)h->count);
 	put_sample_start(o, name, "_sum", bh);
-	bhi_put(o, "} %.9f\n", (double)h->sum_ns / 1e9);
+	bhi_put(o, "} ");
+	put_seconds(o, h->sum_ns);
+	put_char(o, '\n');
 	put_sample_start(o, name, "_count", bh);
 	bhi_put(o, "} %llu\n", (unsigned long long)h->count);
 }
@@ -391,10 +397,12 @@ static void put_json_hist(struct bhi_out *o, const char *key, const struct bh_hi
 	static const double q[] = { 0.5, 0.9, 0.99, 0.999 };
 	static const char *qname[] = { "p50", "p90", "p99", "p999" };
 
-	bhi_put(o, ",\"%s\":{\"count\":%llu,\"sum_seconds\":%.9f", key, (unsigned long long)h->count,
-	    (double)h->sum_ns / 1e9);
-	for (int i = 0; i < 4; i++)
-		bhi_put(o, ",\"%s\":%.9f", qname[i], (double)bh_hist_quantile(h, q[i]) / 1e9);
+	bhi_put(o, ",\"%s\":{\"count\":%llu,\"sum_seconds\":", key, (unsigned long long)h->count);
+	put_seconds(o, h->sum_ns);
+	for (int i = 0; i < 4; i++) {
+		bhi_put(o, ",\"%s\":", qname[i]);
+		put_seconds(o, bh_hist_quantile(h, q[i]));
+	}
 	put_char(o, '}');
 }
 
