@@ -862,6 +862,51 @@ static void test_counters_add_up(void **state)
 	bh_destroy(bh);
 }
 
+/* A buffer too small gets a prefix of the text, NUL-terminated, and the
+ * length of the whole: never a byte past len, at every len. Between two
+ * calls the text may grow (a counter gains a digit), so a retry sized by
+ * the first call's answer can be cut too: only a loop settles it. */
+static void test_export_cut_at_every_length(void **state)
+{
+	bulkhead_t *bh = make_bh(2, 1, BH_TRACK_HOLD);
+	struct bh_metric_set set = { .bulkheads = &bh, .n_bulkheads = 1 };
+	static char full[64 * 1024], buf[64 * 1024 + 16];
+	ssize_t (*const fmt[2])(const struct bh_metric_set *, char *, size_t) = {
+		bh_metrics_prometheus, bh_metrics_json
+	};
+
+	uint64_t pairs = 0;
+
+	(void)state;
+	for (int f = 0; f < 2; f++) {
+		ssize_t n;
+
+		/* counters at 9, then 99: one pair short of another digit */
+		for (; pairs < (f ? 99 : 9); pairs++) {
+			assert_int_equal(bh_try_acquire(bh, 1), 0);
+			assert_int_equal(bh_release(bh, 1), 0);
+		}
+		n = fmt[f](&set, full, sizeof(full));
+
+		assert_true(n > 0 && n < (ssize_t)sizeof(full));
+		assert_int_equal(fmt[f](&set, NULL, 0), n);
+		for (size_t len = 1; len <= (size_t)n + 1; len++) {
+			memset(buf, 0x5a, len + 16);
+			assert_int_equal(fmt[f](&set, buf, len), n);
+			assert_int_equal(strlen(buf), len - 1 < (size_t)n ? len - 1 : (size_t)n);
+			assert_memory_equal(buf, full, strlen(buf));
+			for (size_t i = len; i < len + 16; i++)
+				assert_int_equal(buf[i], 0x5a);
+		}
+		/* sized by the last answer, after a counter gained a digit */
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		assert_int_equal(bh_release(bh, 1), 0);
+		pairs++;
+		assert_true(fmt[f](&set, buf, (size_t)n + 1) > n);
+	}
+	bh_destroy(bh);
+}
+
 /* ---- numbers whatever the locale --------------------------------------------- */
 
 /* A locale whose decimal point is a comma, in effect for LC_NUMERIC: one
@@ -955,6 +1000,7 @@ int main(void)
 		cmocka_unit_test(test_pool_export),
 		cmocka_unit_test(test_export_utf8),
 		cmocka_unit_test(test_export_bad_input),
+		cmocka_unit_test(test_export_cut_at_every_length),
 		cmocka_unit_test(test_export_numbers_ignore_locale),
 		cmocka_unit_test(test_counters_add_up),
 	};

@@ -45,8 +45,10 @@
  *
  * ERRORS. bh_metrics_prometheus and bh_metrics_json return the length of
  * the whole text (>= len: it was cut; call again with the returned length
- * + 1). Errors are negative errno values: -EINVAL (a NULL set, a NULL
- * array with a count above 0 or a NULL entry, a NULL buf with len > 0),
+ * + 1, and check again: the text may have grown in between, a counter
+ * gaining a digit, so grow and retry in a loop, or leave some room).
+ * Errors are negative errno values: -EINVAL (a NULL set, a NULL array
+ * with a count above 0 or a NULL entry, a NULL buf with len > 0),
  * -ENOMEM, and -EIO from the _file variants when a write fails.
  */
 #ifndef BULKHEAD_METRICS_H
@@ -74,7 +76,8 @@ struct bh_metric_set {
 
 /* Write the text into buf (at most len bytes, NUL-terminated when len > 0).
  * Returns the length of the whole text, not counting the NUL — when it is
- * >= len the text was cut: call again with a larger buffer — or -EINVAL
+ * >= len the text was cut: call again with a larger buffer, in a loop, as
+ * the text may grow between calls — or -EINVAL
  * (set NULL, a NULL entry in bulkheads or pools, buf NULL with len > 0),
  * -ENOMEM. */
 BH_API ssize_t bh_metrics_prometheus(const struct bh_metric_set *set, char *buf, size_t len);
