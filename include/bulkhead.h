@@ -229,8 +229,8 @@ BH_API void bh_record_hold(bulkhead_t *bh, uint64_t ns);
 /* Histograms. record and merge are not atomic (use them on private copies;
  * the library records its own lock-free). record: h must be valid (a hot
  * path). merge: 0, or -EINVAL (a NULL histogram). quantile: q in [0, 1],
- * returns ns (0 for an empty or NULL histogram). bounds: the bucket's
- * [lower, upper) in ns (either pointer may be NULL). */
+ * returns ns (0 for an empty or NULL histogram, or a NaN q). bounds: the
+ * bucket's [lower, upper) in ns (either pointer may be NULL). */
 BH_API void bh_hist_record(struct bh_hist *h, uint64_t ns);
 BH_API int bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src);
 BH_API uint64_t bh_hist_quantile(const struct bh_hist *h, double q);

@@ -87,6 +87,9 @@ static void test_quantiles_within_bound(void **state)
 	assert_int_equal(bh_hist_quantile(&h, 0.5), lo + (hi - lo) / 2);
 	assert_int_equal(bh_hist_quantile(&h, 0.999), lo + (hi - lo) / 2);
 	assert_int_equal(h.sum_ns, 100 * 5 * BH_MSEC);
+	/* no quantile is NaN: no estimate, rather than a rank cast from NaN */
+	assert_int_equal(bh_hist_quantile(&h, NAN), 0);
+	assert_int_equal(bh_hist_quantile(&h, -NAN), 0);
 	memset(&h, 0, sizeof(h));
 	assert_int_equal(bh_hist_quantile(&h, 0.5), 0); /* empty */
 }

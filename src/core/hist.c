@@ -2,6 +2,7 @@
  * one relaxed fetch_add on a bucket: lock-free, and nothing else orders
  * against it — histograms are statistics. */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "internal.h"
@@ -65,12 +66,14 @@ int bh_hist_merge(struct bh_hist *dst, const struct bh_hist *src)
 
 /* The middle of the bucket holding the observation of rank ceil(q * count):
  * within half a bucket (3.2%) of that observation. The open-ended buckets
- * answer with their finite bound. */
+ * answer with their finite bound. A NaN q has no rank, and the clamp below
+ * would let it through to the conversion, whose result is undefined: no
+ * estimate, as for an empty histogram. */
 uint64_t bh_hist_quantile(const struct bh_hist *h, double q)
 {
 	uint64_t rank, seen = 0, lo, hi;
 
-	if (!h || h->count == 0)
+	if (!h || h->count == 0 || isnan(q))
 		return 0;
 	q = q < 0 ? 0 : q > 1 ? 1 : q;
 	rank = (uint64_t)(q * (double)h->count + 0.999999);
