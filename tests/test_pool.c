@@ -284,7 +284,16 @@ static void test_create_rejects_bad_config(void **state)
 	/* a zero queue with ABORT is allowed: hand-off only */
 	c = ok, c.core_threads = 1, c.max_threads = 1, c.queue_capacity = 0;
 	assert_int_equal(bh_pool_create(&c, &p), 0);
-	assert_string_equal(bh_pool_name(p), "bhpool");
+	/* unnamed pools are numbered: no two share their metrics series */
+	assert_memory_equal(bh_pool_name(p), "bhpool-", 7);
+	{
+		bh_pool_t *q;
+
+		assert_int_equal(bh_pool_create(&c, &q), 0);
+		assert_memory_equal(bh_pool_name(q), "bhpool-", 7);
+		assert_string_not_equal(bh_pool_name(p), bh_pool_name(q));
+		assert_int_equal(bh_pool_destroy(q), 0);
+	}
 	struct bh_pool_stats st = pstats(p);
 	assert_int_equal(st.alive, 0); /* threads start on demand */
 	assert_int_equal(st.max_threads, 1);

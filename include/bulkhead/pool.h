@@ -120,7 +120,8 @@ enum bh_pool_policy {
  * version of bh_pool_create (abi/README.md). */
 struct bh_pool_config {
 	const char *name;            /* thread-name prefix: "pay" names pay-1, pay-2...
-	                              * (cut to fit 15 bytes; NULL means "bhpool") */
+	                              * (cut to fit 15 bytes; NULL: "bhpool-N",
+	                              * N counting the unnamed pools) */
 	uint32_t core_threads;       /* kept alive even when idle (0 allowed) */
 	uint32_t max_threads;        /* 1 ... BH_POOL_THREADS_MAX, >= core_threads */
 	uint32_t queue_capacity;     /* tasks that may wait; 0 = hand-off only;

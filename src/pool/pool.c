@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -227,13 +228,21 @@ static struct bh_pool *pool_alloc(uint32_t max)
 				  BHI_CACHELINE);
 }
 
+/* Unnamed pools are numbered, as unnamed bulkheads are: two pools of one
+ * name give duplicate series in the metrics export, which Prometheus
+ * drops. */
+static _Atomic uint64_t unnamed_pools;
+
 static void set_name(struct bh_pool *p, const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
 	if (!name || !n) {
-		name = "bhpool";
-		n = strlen(name);
+		/* relaxed: a counter that only has to be unique */
+		uint64_t k = atomic_fetch_add_explicit(&unnamed_pools, 1, memory_order_relaxed) + 1;
+
+		snprintf(p->name, sizeof(p->name), "bhpool-%llu", (unsigned long long)k);
+		return;
 	}
 	if (n > sizeof(p->name) - 1) {
 		n = sizeof(p->name) - 1;
