@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -2902,6 +2903,49 @@ static void test_drain_submits_cancel_made_by_fn(void **state)
 	fix_free(f);
 }
 
+/* A fork child's copy of a tracker sees the parent's ring: io_uring maps
+ * its queues shared. A drain there must touch nothing of it: its
+ * cancel-everything would end the parent's ops and its reap would take
+ * their CQEs from the parent's CQ, so the parent would never see their
+ * final CQEs and their permits would never come back. */
+static void test_fork_child_drain_leaves_parent_ring(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct bh_uring_op op = { 0 }, *done = NULL;
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = { .tv_sec = 2 };
+	int p[2], status;
+	char buf;
+	pid_t pid;
+
+	(void)state;
+	make_pipe(p);
+	track_read(f, &op, p[0], &buf, BH_FOREVER);
+	submit(f, 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int r = bh_uring_drain(f->t, bh_now_ns() + 200 * BH_MSEC, NULL, NULL);
+
+		_exit(r == -EPERM ? 0 : r == 0 ? 1 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	/* The parent's read is still in flight, and its CQE comes to it. */
+	assert_int_equal(tstats(f->t).in_flight, 1);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts), 0);
+	assert_int_equal(cqe->res, 1);
+	assert_int_equal(bh_uring_complete(f->t, cqe, &done), BH_URING_DONE);
+	io_uring_cqe_seen(&f->ring, cqe);
+	assert_ptr_equal(done, &op);
+	assert_int_equal(in_flight(f->bh), 0);
+	/* The child's drain said why it did nothing. */
+	assert_int_equal(WEXITSTATUS(status), 0);
+	close_pipe(p);
+	fix_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2962,6 +3006,7 @@ int main(void)
 		cmocka_unit_test(test_sqpoll),
 		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
 		cmocka_unit_test(test_drain_submits_cancel_made_by_fn),
+		cmocka_unit_test(test_fork_child_drain_leaves_parent_ring),
 	};
 	struct io_uring probe;
 	int r = io_uring_queue_init(4, &probe, 0);

@@ -320,8 +320,10 @@ BH_API int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, 
  * SQE (a wait's) get nothing more: their permits are given back and they are
  * idle, no callback runs. Ops whose SQEs were taken and not yet tracked are
  * withdrawn as bh_uring_cancel does (their SQEs become NOPs, whatever was
- * prepared in them). 0, -ETIMEDOUT (still in flight), or a
- * negative errno from the ring (-EOPNOTSUPP: no IORING_ASYNC_CANCEL_ANY,
+ * prepared in them). 0, -ETIMEDOUT (still in flight), -EPERM (in a fork
+ * child of the process that created t: the ring's queues are shared with
+ * the parent, whose ops are not the child's to end; nothing is done), or
+ * a negative errno from the ring (-EOPNOTSUPP: no IORING_ASYNC_CANCEL_ANY,
  * before 5.19). On the owner thread, not from fn. */
 BH_API int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, void *ctx);
 

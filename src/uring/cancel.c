@@ -2,6 +2,7 @@
  * them when the ring's owner stops. Both give back exactly what the op
  * holds, whichever state it is in. */
 #include <errno.h>
+#include <unistd.h>
 
 #include "tracker.h"
 
@@ -120,6 +121,12 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 
 	if (!t || t->reaping)
 		return -EINVAL;
+	/* A fork child's copy: the ring's queues are mapped shared, so a
+	 * cancel-everything would end the parent's ops and a reap would take
+	 * their CQEs from the parent's CQ, whose permits would then never
+	 * come back. Nothing here is the child's to end. */
+	if (t->pid != getpid())
+		return -EPERM;
 	t->closing = true;
 	while (list_first(&t->waitq)) {
 		struct bh_uring_op *op = list_first(&t->waitq);

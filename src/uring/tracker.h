@@ -4,6 +4,8 @@
 #ifndef BH_URING_TRACKER_H
 #define BH_URING_TRACKER_H
 
+#include <sys/types.h>
+
 #include "bulkhead/uring.h"
 #include "lib/compiler.h"
 #include "lib/list.h"
@@ -65,6 +67,7 @@ struct bh_uring {
 	struct op_list heldq; /* OP_HELD: drain gives their permits back */
 	struct bh_uring_op *ready_head, *ready_tail; /* granted, collected, via gnext */
 	int efd;
+	pid_t pid; /* the process that made it: a fork child's copy shares the ring */
 	struct bh_uring_stats st;
 
 	/* Written by granting threads: its own line. */

@@ -54,6 +54,7 @@ int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out)
 		t->armed_idx[s] = ring->sq.sqe_tail - 2 * ring->sq.ring_entries + s -
 				  (ring->sq.sqe_tail & ring->sq.ring_mask);
 	t->efd = -1; /* made by the first wait that queues */
+	t->pid = getpid();
 	atomic_init(&t->granted, NULL);
 	atomic_init(&t->granting, 0);
 	*out = t;
