@@ -16,6 +16,7 @@
 #include "bulkhead/adaptive.h"
 #include "bulkhead/shm.h"
 #include "pool/pool_internal.h"
+#include "shm/role.h"
 
 #ifndef MS /* adaptive/algo.h has it */
 #define MS BH_MSEC
@@ -1514,6 +1515,65 @@ static void host_wide_follower_starts_from_limit_in_force(void **state)
 	host_close(bh, dir);
 }
 
+/* A detach that a sample holds up (it is closing a window in the old
+ * controller) races a new attach on the same host-wide handle: whatever
+ * order they end in, the new controller must hold the role it believes it
+ * holds, and another handle must find the role taken. The attach is tried
+ * while the sample is held; it may succeed only once the old controller's
+ * detach can no longer touch the role. */
+struct detacher {
+	bh_adaptive_t *a;
+	_Atomic int done;
+};
+
+static void *detach_thread(void *arg)
+{
+	struct detacher *d = arg;
+
+	bh_adaptive_detach(d->a);
+	atomic_store(&d->done, 1);
+	return NULL;
+}
+
+static void host_wide_detach_racing_attach_keeps_role(void **state)
+{
+	char dir[] = "/tmp/bh-adaptive-test.XXXXXX";
+	bulkhead_t *bh = host_open(dir, 30, BH_TRACK_HOLD), *bh2;
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 2,
+					.max_limit = 100 };
+	struct detacher d = { .a = attach(bh, &c) };
+	uint64_t end = bh_now_ns() + 10 * BH_SEC;
+	bh_adaptive_t *b = NULL;
+	pthread_t th, dt;
+
+	(void)state;
+	assert_true(bhs_role_held(bh));
+	atomic_store(&hook_in, 0);
+	atomic_store(&hook_go, 0);
+	bha_set_window_hook(d.a, hold_in_hook, NULL);
+	assert_int_equal(pthread_create(&th, NULL, hold_sampler, bh), 0);
+	while (!atomic_load(&hook_in) && bh_now_ns() < end)
+		sched_yield();
+	assert_true(atomic_load(&hook_in)); /* inside the sink, closing a window */
+	assert_int_equal(pthread_create(&dt, NULL, detach_thread, &d), 0);
+	/* the detach is held up by the sample: try the new attach meanwhile */
+	end = bh_now_ns() + 300 * MS;
+	while (bh_adaptive_attach(bh, &host_cfg, &b) != 0 && bh_now_ns() < end)
+		usleep(1000);
+	assert_false(atomic_load(&d.done)); /* the sample still holds it */
+	atomic_store(&hook_go, 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(pthread_join(dt, NULL), 0);
+	if (!b)
+		b = attach(bh, &host_cfg);
+	assert_true(bhs_role_held(bh)); /* the new controller's, as it believes */
+	assert_int_equal(bh_shm_open("adaptive", NULL, 0, &bh2), 0);
+	assert_int_equal(bhs_role_take(bh2), -EAGAIN); /* not free for another */
+	bh_destroy(bh2);
+	bh_adaptive_detach(b);
+	host_close(bh, dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1552,6 +1612,7 @@ int main(void)
 		cmocka_unit_test(probe_interval_does_not_wrap),
 		cmocka_unit_test(host_wide_two_handles_one_mover),
 		cmocka_unit_test(host_wide_follower_starts_from_limit_in_force),
+		cmocka_unit_test(host_wide_detach_racing_attach_keeps_role),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -188,14 +188,20 @@ int bh_adaptive_attach_pool(bh_pool_t *pool, const struct bh_adaptive_config *cf
 	return r;
 }
 
+/* The role goes before the hook: once the hook is cleared, a new attach on
+ * the same handle may take the sink and, being the same handle, find the
+ * role its own already; a drop after that would take it from the new
+ * controller. Until the hook is cleared, an attach here is refused
+ * (-EBUSY). Samples that still come in meanwhile find the closer's role
+ * taken (try_close) and close nothing, so nothing takes the role again. */
 void bh_adaptive_detach(bh_adaptive_t *a)
 {
 	if (!a)
 		return;
-	if (a->owner)
-		bhk_detach(a->owner); /* no automatic sample is inside a any more */
 	bha_become_closer(a); /* and never let go: no window closes any more */
 	if (a->owner && bhi_is_host(a->owner))
 		bhs_role_drop(a->owner); /* another process's controller may move it now */
+	if (a->owner)
+		bhk_detach(a->owner); /* no automatic sample is inside a any more */
 	bha_destroy(a);
 }
