@@ -99,8 +99,10 @@ static void step_until_renewals(bulkhead_t *bh, uint64_t n)
  * resets the instance's connection at once (it sends the renewal again on a
  * new one); PX_HOLD leaves it waiting for an answer that does not come. Let
  * go, the renewal reaches the store on the proxy's own connection and the
- * store's answer is kept for the test. */
-enum { PX_RELAY, PX_HOLD, PX_HOLD_RESET };
+ * store's answer is kept for the test. PX_GARBLE relays the next renewal
+ * at once but answers the instance with a reply it cannot use (an integer
+ * where the grant's array belongs), keeping the store's for the test. */
+enum { PX_RELAY, PX_HOLD, PX_HOLD_RESET, PX_GARBLE };
 
 static struct {
 	int lfd;
@@ -152,6 +154,7 @@ static void *px_relay(void *arg)
 	struct px_conn *pc = arg;
 	char b[16384], up[16384];
 	struct pollfd p[2] = { { .fd = pc->cfd, .events = POLLIN }, { .fd = pc->ufd, .events = POLLIN } };
+	bool garble = false;
 
 	while (poll(p, 2, -1) > 0) {
 		ssize_t n;
@@ -163,7 +166,9 @@ static void *px_relay(void *arg)
 			if (px_is_renewal(b, (size_t)n)) {
 				int mode = atomic_exchange(&px.mode, PX_RELAY);
 
-				if (mode != PX_RELAY) {
+				if (mode == PX_GARBLE) {
+					garble = true;
+				} else if (mode != PX_RELAY) {
 					px_hold(pc, b, (size_t)n, mode);
 					break;
 				}
@@ -173,6 +178,17 @@ static void *px_relay(void *arg)
 		}
 		if (p[1].revents) {
 			n = recv(pc->ufd, up, sizeof(up), 0);
+			if (n > 0 && garble) {
+				size_t keep = (size_t)n < sizeof(px.answer) ? (size_t)n
+									    : sizeof(px.answer) - 1;
+
+				garble = false;
+				memcpy(px.answer, up, keep);
+				px.answer[keep] = '\0';
+				atomic_store(&px.answered, 1);
+				n = 4;
+				memcpy(up, ":1\r\n", 4);
+			}
 			if (n <= 0 || send(pc->cfd, up, (size_t)n, MSG_NOSIGNAL) != n)
 				break;
 		}
@@ -1820,6 +1836,30 @@ static void test_late_answer_at_open_leaves_no_phantom(void **state)
 }
 
 
+/* An open whose renewal the store ran but whose answer could not be used
+ * (a reply that is no grant, though no error either) fails: the store did
+ * answer, so the script may have run and registered the instance, which
+ * nobody would renew and whose share and demand would hold the others'
+ * down for a whole lease. The failed open leaves the store. */
+static void test_garbled_answer_at_open_leaves_no_phantom(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 4);
+	bulkhead_t *bh = NULL;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	px_start(PX_GARBLE);
+	cc.endpoint = px.endpoint;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), -EPROTO);
+	assert_null(bh);
+	assert_int_equal(atomic_load(&px.answered), 1);
+	assert_int_equal(strncmp(px.answer, "*8\r\n", 4), 0); /* the store granted */
+	assert_int_equal(records_at_store(name), 0);
+	px_stop();
+	assert_int_equal(rh_do(&srv, "DEL {bh:%s}", name), 0);
+}
+
 /* Metrics carry the cluster series; no credential ever shows up. */
 static void test_metrics_and_no_credentials(void **state)
 {
@@ -1899,6 +1939,7 @@ int main(void)
 		cmocka_unit_test(test_resent_renewal_first_copy_refused),
 		cmocka_unit_test(test_timed_out_open_leaves_no_phantom),
 		cmocka_unit_test(test_late_answer_at_open_leaves_no_phantom),
+		cmocka_unit_test(test_garbled_answer_at_open_leaves_no_phantom),
 	};
 	int r = redis_start(&srv, true);
 

@@ -381,11 +381,18 @@ static int renew_reply(struct rstore *r, const redisReply *rep)
 
 static int call_reply(struct rstore *r, const redisReply *rep)
 {
+	int e;
+
 	if (rep->type == REDIS_REPLY_ERROR)
 		return strncmp(rep->str, "NOSCRIPT ", 9) == 0 ? -ENOEXEC : map_error(rep->str);
-	if (r->rq.op == BHC_RENEW)
-		return renew_reply(r, rep);
-	return rep->type == REDIS_REPLY_INTEGER ? 0 : -EPROTO;
+	e = r->rq.op == BHC_RENEW ? renew_reply(r, rep)
+				  : rep->type == REDIS_REPLY_INTEGER ? 0 : -EPROTO;
+	/* No error reply: the script ran to its end (its refusals come before
+	 * it writes), so a renewal did register this instance, whatever the
+	 * reply we could not read. */
+	if (e < 0)
+		r->base.unsure = true;
+	return e;
 }
 
 /* ---- the call ------------------------------------------------------------ */

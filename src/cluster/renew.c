@@ -353,7 +353,8 @@ int bhc_finish(struct bhc_store *s, uint64_t deadline, struct bhc_grant *g)
 
 /* A renewal that went unanswered (an open that timed out, one in flight
  * now) may still run at the store and register this instance, holding a
- * share for a lease that nobody uses: leave then too. If the leave comes
+ * share for a lease that nobody uses: leave then too; and after one whose
+ * answer came too late or could not be read, which did register it. If the leave comes
  * first, its mark refuses the late renewal. This costs a failed open one
  * more request (up to timeout_ns), only when its renewal went out. */
 void bhc_give_back(struct bhc *c)

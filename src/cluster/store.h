@@ -79,7 +79,9 @@ struct bhc_store {
 	const struct bhc_store_ops *ops;
 	/* The last request ended without its answer after it may have gone
 	 * out (dropped, or its connection failed mid-call; or a copy was sent
-	 * again): the store may still run it, late. Cleared by start(). */
+	 * again): the store may still run it, late. Or the store ran it and
+	 * answered with what is no error but no answer we can read either.
+	 * Cleared by start(). */
 	bool unsure;
 	_Atomic uint64_t commands;   /* store commands sent, all kinds */
 	_Atomic uint64_t connects;   /* connections established */
