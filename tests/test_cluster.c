@@ -2,8 +2,11 @@
  * socket and a loopback port in a temporary directory; the test skips with
  * 77 when redis-server is not installed). Multi-process fault scenarios are
  * in test_cluster_faults.c. */
+#define _GNU_SOURCE /* RTLD_NEXT */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <netdb.h>
 #include <poll.h>
 
 #include "testutil.h"
@@ -1333,6 +1336,118 @@ static void test_step_waits_without_lock(void **state)
 	assert_true(worst < 50 * BH_MSEC);
 }
 
+/* ---- a host name whose resolution the test holds up ---------------------- */
+
+/* The library resolves an endpoint's host name with getaddrinfo(3) at each
+ * connect; this definition takes its place in the test program. HELD_HOST
+ * stands for the loopback address, and while dns_hold is set its lookups
+ * wait (up to 5 s), as a slow resolver would. */
+#define HELD_HOST "bh-held.invalid"
+
+static _Atomic int dns_hold, dns_waiting;
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		struct addrinfo **res)
+{
+	int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+	uint64_t end = bh_now_ns() + 5 * BH_SEC;
+
+	*(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+	if (node && strcmp(node, HELD_HOST) == 0) {
+		atomic_fetch_add(&dns_waiting, 1);
+		while (atomic_load(&dns_hold) && bh_now_ns() < end)
+			rh_sleep_ms(1);
+		atomic_fetch_sub(&dns_waiting, 1);
+		node = "127.0.0.1";
+	}
+	return real(node, service, hints, res);
+}
+
+struct holder {
+	bulkhead_t *bh;
+	_Atomic int held, go;
+};
+
+/* Holds one permit on its own thread (its hold never ends meanwhile). */
+static void *hold_one(void *arg)
+{
+	struct holder *h = arg;
+
+	assert_int_equal(bh_try_acquire(h->bh, 1), 0);
+	atomic_store(&h->held, 1);
+	while (!atomic_load(&h->go))
+		rh_sleep_ms(1);
+	bh_release(h->bh, 1);
+	return NULL;
+}
+
+/* No caller of bh_acquire/bh_release ever waits for the network: a
+ * release whose hold time closes an adaptive controller's window moves
+ * the share's cap while the driver, reconnecting to an endpoint given by
+ * host name, waits in getaddrinfo. The release must return at once, and
+ * the cap must change meanwhile. */
+static void test_release_never_waits_for_dns(void **state)
+{
+	char name[32], ep[64];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 10);
+	struct bh_config local = { .flags = BH_TRACK_HOLD };
+	struct bh_adaptive_config ac = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 1,
+					 .max_limit = 10, .initial_limit = 2,
+					 .window_ns = BH_MSEC };
+	struct holder h = { 0 };
+	struct bh_adaptive_stats as;
+	struct stepper st;
+	pthread_t t, ht;
+	bulkhead_t *bh;
+	bh_adaptive_t *a;
+	uint64_t worst = 0, end;
+	int waiting;
+
+	(void)state;
+	snprintf(ep, sizeof(ep), "redis://" HELD_HOST ":%d", srv.port);
+	cc.endpoint = ep;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, &local, &bh), 0);
+	assert_int_equal(bh_adaptive_attach(bh, &ac, &a), 0);
+	h.bh = bh;
+	assert_int_equal(pthread_create(&ht, NULL, hold_one, &h), 0);
+	while (!atomic_load(&h.held))
+		rh_sleep_ms(1);
+	/* the next renewal reconnects, and its lookup waits */
+	assert_int_equal(rh_do(&srv, "CLIENT KILL TYPE normal SKIPME yes"), 0);
+	atomic_store(&dns_hold, 1);
+	st.bh = bh;
+	st.until = bh_now_ns() + 3 * BH_SEC;
+	assert_int_equal(pthread_create(&t, NULL, step_long, &st), 0);
+	end = bh_now_ns() + 2 * BH_SEC;
+	while (!atomic_load(&dns_waiting))
+		assert_true(bh_now_ns() < end);
+	/* releases end holds: AIMD grows 2 to 3 when a window closes */
+	end = bh_now_ns() + BH_SEC;
+	do {
+		uint64_t t0;
+
+		assert_int_equal(bh_try_acquire(bh, 1), 0);
+		usleep(300); /* above the controller's shortest round trip */
+		t0 = bh_now_ns();
+		assert_int_equal(bh_release(bh, 1), 0);
+		if (bh_now_ns() - t0 > worst)
+			worst = bh_now_ns() - t0;
+		bh_adaptive_stats(a, &as);
+	} while (as.limit == 2 && bh_now_ns() < end);
+	waiting = atomic_load(&dns_waiting);
+	atomic_store(&dns_hold, 0);
+	pthread_join(t, NULL);
+	atomic_store(&h.go, 1);
+	pthread_join(ht, NULL);
+	printf("longest bh_release: %llu us\n", (unsigned long long)(worst / BH_USEC));
+	assert_true(worst < 100 * BH_MSEC);
+	assert_int_equal(as.limit, 3);
+	assert_int_equal(waiting, 1); /* the change came while the lookup waited */
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
 /* bh_cluster_open, bh_cluster_step, bh_cluster_set_global_limit and
  * bh_destroy on a cluster bulkhead are no cancellation points, though they
  * connect, poll, read and join: a thread with a cancellation request
@@ -1924,6 +2039,7 @@ int main(void)
 		cmocka_unit_test(test_fork_then_dropped_request_no_spin),
 		cmocka_unit_test(test_fork_child_copy_closed),
 		cmocka_unit_test(test_step_waits_without_lock),
+		cmocka_unit_test(test_release_never_waits_for_dns),
 		cmocka_unit_test(test_not_cancellation_points),
 		cmocka_unit_test(test_noscript_reloads),
 		cmocka_unit_test(test_expiry_on_store_clock),

@@ -8,8 +8,12 @@
  *   redis.c    the store (store.h), endpoint.c the address it is at.
  *
  * One driver at a time (the background thread, or the caller through
- * bh_cluster_step) runs the state below under c->drive; statistics are
- * relaxed atomics that any thread may read. */
+ * bh_cluster_step) runs the state below under c->drive, which it holds
+ * across the store's I/O and name lookups; what admission uses (the cap,
+ * the share applied) is under c->admit too, which no one holds across a
+ * wait, so that the adaptive controller, moving the cap from inside a
+ * caller's bh_release or bh_acquire, never waits for the network.
+ * Statistics are relaxed atomics that any thread may read. */
 #ifndef BHC_BHC_H
 #define BHC_BHC_H
 
@@ -38,10 +42,21 @@ struct bhc {
 	struct bhc_endpoint ep;
 	char name[BH_NAME_MAX];
 	char id[33];
-	uint32_t cap, fallback, initial_want, flags;
+	uint32_t fallback, initial_want, flags;
 	uint64_t lease, renew, margin, timeout, sample_every, coarse_slack;
 
 	pthread_mutex_t drive;
+	/* Admission's side: under admit, taken after drive when both are held
+	 * and never across I/O or a wait. The driver writes these holding
+	 * both; the adaptive controller (layer_adapt_set) holds admit only, so
+	 * the driver reads cap and applied, which it writes too, under admit;
+	 * in_fallback and lease_end it may read under drive alone. */
+	pthread_mutex_t admit;
+	uint32_t cap;           /* the most this instance asks for or admits */
+	uint32_t applied;       /* what admission allows now (0: nothing) */
+	bool in_fallback;
+	uint64_t lease_end;     /* admission on the lease stops here */
+
 	/* Under drive. Times are on the layer's clock (clk()). */
 	uint32_t limit;         /* the global limit, as configured then as the store says */
 	bool busy;              /* a request is in flight */
@@ -49,14 +64,11 @@ struct bhc {
 	bool maybe_joined;      /* a renewal went unanswered: it may have
 	                           registered this instance at the store */
 	bool started;           /* open returned: fallback may begin */
-	bool in_fallback;
 	uint64_t sent_at;       /* when the request in flight began */
 	uint64_t seq;           /* 2 x renewals begun (the store refuses older ones) */
 	uint64_t deadline;      /* when it is given up */
 	uint64_t next_renew, next_sample, backoff;
-	uint64_t lease_end;     /* admission on the lease stops here */
 	uint64_t accounted_end; /* the store may drop the lease from here */
-	uint32_t applied;       /* what admission allows now (0: nothing) */
 	uint64_t epoch;
 	uint64_t last_rejected, last_timed_out;
 	uint32_t peak_held, peak_queued;
@@ -106,10 +118,12 @@ uint64_t bhc_real(uint64_t t);
 
 /* ---- the lease protocol (renew.c) ------------------------------------------- */
 
-/* Under c->drive. The gate time for a lease that ends at end (bhc_clk()). */
+/* The gate time for a lease that ends at end (bhc_clk()). */
 uint64_t bhc_gate_for(const struct bhc *c, uint64_t end);
-/* Let admission use permits until gate (0 permits: shut the gate). */
+/* Under c->admit: let admission use permits until gate (0 permits: shut
+ * the gate). */
 void bhc_allow(struct bhc *c, uint32_t permits, uint64_t gate);
+/* Under c->drive (or in open, before any other thread has the handle). */
 void bhc_enter_fallback(struct bhc *c);
 /* Any thread: refresh the unaccounted and over-admission statistics. */
 void bhc_account(struct bhc *c, uint64_t held);

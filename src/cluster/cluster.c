@@ -52,6 +52,7 @@ static void free_cluster(struct bhc *c)
 	if (c->evfd >= 0)
 		close(c->evfd);
 	bhc_endpoint_wipe(&c->ep);
+	pthread_mutex_destroy(&c->admit);
 	pthread_mutex_destroy(&c->drive);
 	free(c);
 }
@@ -203,6 +204,11 @@ static struct bhc *alloc_cluster(void)
 	if (!c)
 		return NULL;
 	if (pthread_mutex_init(&c->drive, NULL) != 0) {
+		free(c);
+		return NULL;
+	}
+	if (pthread_mutex_init(&c->admit, NULL) != 0) {
+		pthread_mutex_destroy(&c->drive);
 		free(c);
 		return NULL;
 	}
@@ -420,18 +426,21 @@ int bh_cluster_set_global_limit(bulkhead_t *bh, uint32_t global_limit)
  * global limit stays the configured one and the store shares it among the
  * instances. A lower cap applies at once (in flight above it drains); the
  * next renewal reports it, so the store can give the rest to others. The
- * fallback limit, chosen by the user for when there is no store, stays. */
+ * fallback limit, chosen by the user for when there is no store, stays.
+ * Called where a window closes, inside a caller's bh_release or
+ * bh_acquire: it takes admit only, never drive, which the driver holds
+ * across the store's I/O and name lookups. */
 static int layer_adapt_set(struct bhi_layer *l, uint32_t cap)
 {
 	struct bhc *c = (struct bhc *)l;
 
 	if (cap == 0 || cap > BH_LIMIT_MAX)
 		return -EINVAL;
-	pthread_mutex_lock(&c->drive);
+	pthread_mutex_lock(&c->admit);
 	c->cap = cap;
 	if (!c->in_fallback && c->applied > cap)
 		bhc_allow(c, cap, bhc_gate_for(c, c->lease_end));
-	pthread_mutex_unlock(&c->drive);
+	pthread_mutex_unlock(&c->admit);
 	return 0;
 }
 
@@ -443,9 +452,9 @@ static uint32_t layer_adapt_limit(const struct bhi_layer *l)
 	struct bh_gauges g;
 	uint32_t cap;
 
-	pthread_mutex_lock(&c->drive);
+	pthread_mutex_lock(&c->admit);
 	cap = c->cap;
-	pthread_mutex_unlock(&c->drive);
+	pthread_mutex_unlock(&c->admit);
 	bh_gauges(c->bh, &g);
 	return g.limit < cap ? (uint32_t)g.limit : cap;
 }

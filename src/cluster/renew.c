@@ -2,7 +2,8 @@
  * use (a share until the lease's end, or the fallback limit), the renewals
  * that report demand and apply grants, and the driver that runs them from
  * the background thread or the caller's loop (bh_cluster_step). Everything
- * here runs under c->drive, except bhc_account (any thread). */
+ * here runs under c->drive, except bhc_account (any thread); what it
+ * changes of admission's side, it changes under c->admit too (bhc.h). */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <poll.h>
@@ -44,11 +45,13 @@ void bhc_enter_fallback(struct bhc *c)
 {
 	if (c->in_fallback)
 		return;
-	c->in_fallback = true;
 	bump(c, S_FALLBACKS);
 	put(c, S_FALLBACK, 1);
 	put(c, S_EXPIRY, 0);
+	pthread_mutex_lock(&c->admit);
+	c->in_fallback = true;
 	bhc_allow(c, c->fallback, BHI_GATE_OPEN);
+	pthread_mutex_unlock(&c->admit);
 }
 
 /* Permits in flight that the store may no longer count (all of them in
@@ -86,16 +89,16 @@ static void sample(struct bhc *c, uint64_t now)
 /* Demand since the last report: with rejections, timeouts, waiters or the
  * share used up, ask for twice as much (the store caps it at the fair
  * share); otherwise for the peak in use plus a quarter, so that idle
- * instances give back. */
-static uint32_t demand(struct bhc *c, bool pressed)
+ * instances give back. cap and applied: as admission had them at begin. */
+static uint32_t demand(struct bhc *c, bool pressed, uint32_t cap, uint32_t applied)
 {
-	uint64_t w, top = c->cap < c->limit ? c->cap : c->limit;
+	uint64_t w, top = cap < c->limit ? cap : c->limit;
 
 	if (!c->joined)
 		w = c->initial_want;
 	else if (pressed)
-		w = 2ull * c->applied > (uint64_t)c->peak_held + c->peak_queued + 1
-			    ? 2ull * c->applied
+		w = 2ull * applied > (uint64_t)c->peak_held + c->peak_queued + 1
+			    ? 2ull * applied
 			    : (uint64_t)c->peak_held + c->peak_queued + 1;
 	else
 		w = c->peak_held + (c->peak_held / 4 ? c->peak_held / 4 : 1);
@@ -108,20 +111,28 @@ static void begin(struct bhc *c, uint64_t now)
 {
 	struct bh_stats *s = &c->scratch;
 	struct bhc_request rq = { .op = BHC_RENEW, .id = c->id };
+	uint32_t cap, applied;
 	bool pressed;
 
 	sample(c, now);
+	/* A cap the controller moves after this reaches the store with the
+	 * next renewal; a lower one limits admission at once anyway
+	 * (layer_adapt_set), and only lowers the core's limit reported below. */
+	pthread_mutex_lock(&c->admit);
+	cap = c->cap;
+	applied = c->applied;
+	pthread_mutex_unlock(&c->admit);
 	pressed = s->rejected != c->last_rejected || s->timed_out != c->last_timed_out ||
-		  c->peak_queued || (c->applied && c->peak_held >= c->applied);
+		  c->peak_queued || (applied && c->peak_held >= applied);
 	c->last_rejected = s->rejected;
 	c->last_timed_out = s->timed_out;
 	rq.limit = c->limit;
 	rq.lease_us = c->lease / BH_USEC;
-	rq.want = demand(c, pressed);
-	rq.cap = c->cap;
+	rq.want = demand(c, pressed, cap, applied);
+	rq.cap = cap;
 	/* What admission may do until the answer is applied: the core's
 	 * limit while anything is admitted (a user's bh_set_limit included). */
-	rq.applied = c->applied ? (uint32_t)s->limit : 0;
+	rq.applied = applied ? (uint32_t)s->limit : 0;
 	rq.held = (uint32_t)s->in_flight;
 	rq.check = !c->joined;
 	rq.adopt = c->flags & BH_CLUSTER_ADOPT_LIMIT;
@@ -175,11 +186,27 @@ static void report_grant(struct bhc *c, const struct bhc_grant *g, uint64_t end)
 	bump(c, S_RENEWALS);
 }
 
+/* Under c->admit: apply a grant's share, within the cap; whether it shrank
+ * what admission had. */
+static bool apply_share(struct bhc *c, const struct bhc_grant *g, uint64_t end)
+{
+	uint32_t share = g->granted < c->cap ? g->granted : c->cap;
+	bool shrank = share < c->applied;
+
+	c->lease_end = end;
+	if (c->in_fallback) {
+		c->in_fallback = false;
+		put(c, S_FALLBACK, 0);
+	}
+	report_grant(c, g, end);
+	bhc_allow(c, share, bhc_gate_for(c, end));
+	return shrank;
+}
+
 static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
 {
 	uint64_t end = c->sent_at + c->lease - c->margin;
-	uint32_t share = g->granted < c->cap ? g->granted : c->cap;
-	bool shrank = share < c->applied;
+	bool shrank;
 
 	if (end <= now) {
 		/* Too late to use (this process was stopped meanwhile), but
@@ -197,19 +224,15 @@ static void granted(struct bhc *c, const struct bhc_grant *g, uint64_t now)
 	c->epoch = g->epoch;
 	c->joined = true;
 	c->limit = g->limit;
-	c->lease_end = end;
 	c->accounted_end = c->sent_at + c->lease;
 	c->backoff = 0;
+	pthread_mutex_lock(&c->admit);
+	shrank = apply_share(c, g, end);
+	pthread_mutex_unlock(&c->admit);
 	/* A shrink frees permits at the store only once a renewal reports
 	 * that they drained: confirm it sooner. A share below the target
 	 * waits for others to do that: ask again sooner too. */
 	c->next_renew = c->sent_at + (shrank || g->granted < g->target ? c->renew / 4 : c->renew);
-	if (c->in_fallback) {
-		c->in_fallback = false;
-		put(c, S_FALLBACK, 0);
-	}
-	report_grant(c, g, end);
-	bhc_allow(c, share, bhc_gate_for(c, end));
 	sample(c, now);
 }
 
@@ -262,22 +285,33 @@ int bhc_join(struct bhc *c)
  * store at once; fallback comes if it does not answer. */
 static void expire(struct bhc *c, uint64_t now)
 {
-	if (c->in_fallback || !c->applied || now < c->lease_end)
+	uint32_t was;
+
+	if (c->in_fallback || now < c->lease_end)
 		return;
+	pthread_mutex_lock(&c->admit);
+	was = c->applied;
 	c->applied = 0;
+	pthread_mutex_unlock(&c->admit);
+	if (!was)
+		return;
 	put(c, S_SHARE, 0);
 	put(c, S_EXPIRY, 0);
 	if (!c->busy)
 		c->next_renew = now;
 }
 
-static uint64_t next_wake(const struct bhc *c)
+static uint64_t next_wake(struct bhc *c)
 {
 	uint64_t t = c->next_sample;
+	bool on_lease;
 
 	if (c->busy ? c->deadline < t : c->next_renew < t)
 		t = c->busy ? c->deadline : c->next_renew;
-	if (c->applied && !c->in_fallback && c->lease_end < t)
+	pthread_mutex_lock(&c->admit);
+	on_lease = c->applied && !c->in_fallback;
+	pthread_mutex_unlock(&c->admit);
+	if (on_lease && c->lease_end < t)
 		t = c->lease_end;
 	return t;
 }
