@@ -170,6 +170,16 @@ static void test_file_modes(void **state)
 	shm_done(bh, name);
 	umask(old);
 	assert_int_equal(shm_files(), 0);
+
+	/* A mode that does not let its owner read and write: nobody could
+	 * attach, the creator included, and nothing is created (a process
+	 * that may override file modes can attach all the same). */
+	name = uniq("mode");
+	if (geteuid() != 0) {
+		assert_int_equal(bh_shm_open(name, &cfg, BH_SHM_CREATE | BH_SHM_MODE(0400), &bh),
+				 -EACCES);
+		assert_int_equal(shm_files(), 0);
+	}
 }
 
 static int hold_then_wait(void *arg, int out, int in)
@@ -1232,6 +1242,45 @@ static void test_fork_child_does_not_keep_parent_alive(void **state)
 	shm_done(bh, name);
 }
 
+/* The same when the dying parent mapped the segment itself (it dropped the
+ * handle it inherited, so its mapping is its own and not its parent's). A
+ * mapping holds a reference to the open file description it was made
+ * through, and a fork child inherits the mapping: had the parent mapped
+ * through the description that holds its liveness lock, the child's copy of
+ * the mapping would keep that lock, and the dead parent alive, for as long
+ * as the child lived, whatever the child did with its descriptors. */
+static int maps_forks_and_dies(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+
+	bh_destroy(f->inherited);
+	return forks_and_dies((void *)f->name, out, in);
+}
+
+static void test_fork_child_of_a_mapper_does_not_keep_it_alive(void **state)
+{
+	const char *name = uniq("keepalive-map");
+	bulkhead_t *bh = shm_make(name, 2, 0, 0);
+	struct child c = spawn(maps_forks_and_dies, &(struct fresh){ name, bh });
+	pid_t grandchild = (pid_t)hear(c.rd);
+	uint64_t t0;
+
+	(void)state;
+	assert_true(grandchild > 0);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	kill_reap(&c);
+	t0 = bh_now_ns();
+	while (stats_of(bh).in_flight != 0 && bh_now_ns() - t0 < BH_SEC) {
+		bhs_scan_now(bh);
+		usleep(10 * 1000);
+	}
+	kill(grandchild, SIGKILL);
+	assert_int_equal(stats_of(bh).in_flight, 0); /* the dead parent's permits */
+	assert_int_equal(stats_of(bh).reclaimed, 2);
+	assert_int_equal(stats_of(bh).processes, 1);
+	shm_done(bh, name);
+}
+
 struct shared_arg {
 	bulkhead_t *bh;
 	int r[6];
@@ -1751,6 +1800,7 @@ int main(void)
 		cmocka_unit_test(test_detach_returns_holdings),
 		cmocka_unit_test(test_exec_counts_as_death),
 		cmocka_unit_test(test_fork_child_does_not_keep_parent_alive),
+		cmocka_unit_test(test_fork_child_of_a_mapper_does_not_keep_it_alive),
 		cmocka_unit_test(test_zombie_reclaimed_for_waiter),
 		cmocka_unit_test(test_hold_and_metrics),
 		cmocka_unit_test(test_hold_after_release_elsewhere),

@@ -5,8 +5,9 @@
  * Each process attaches to a segment once (the registry, by device and
  * inode) however many handles it opens, and owns: a process slot whose
  * liveness lock it holds through its own open file description (opened
- * O_CLOEXEC, reopened by a fork child so that a child never keeps a dead
- * parent looking alive), the ledgers of its threads, and its queue nodes.
+ * O_CLOEXEC, reopened by a fork child, and never the one the segment is
+ * mapped through, so that a child never keeps a dead parent looking alive),
+ * the ledgers of its threads, and its queue nodes.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, F_OFD_*, secure_getenv, qsort_r */
@@ -154,14 +155,25 @@ static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_h
 	return a;
 }
 
-/* Map and check again in the mapping: the file may have changed since. */
+/* Map and check again in the mapping: the file may have changed since.
+ * The mapping is made through a description of its own, closed at once,
+ * never the one that holds our liveness lock: a mapping holds a reference
+ * to the description it was made through, which keeps the description's
+ * OFD locks for as long as the mapping lives -- in a fork child too, which
+ * inherits the mapping, so the child would keep a dead parent looking
+ * alive whatever it did with its descriptors. */
 static int map_att(struct bhs_att *a, const struct bhs_hdr *h, const char *name)
 {
-	void *m = mmap(NULL, h->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
-	int r;
+	int mfd = bhs_reopen(a->fd), r;
+	void *m;
 
-	if (m == MAP_FAILED)
+	if (mfd < 0)
 		return -errno;
+	m = mmap(NULL, h->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	r = m == MAP_FAILED ? -errno : 0;
+	close(mfd);
+	if (r < 0)
+		return r;
 	a->seg = m;
 	a->size = h->seg_size;
 	if ((r = bhs_check_hdr(&a->seg->hdr, name, (off_t)h->seg_size)) < 0 ||
@@ -357,14 +369,12 @@ static void fork_child(void)
 {
 	bhs_forget_last();
 	for (struct bhs_att *a = reg_head; a; a = a->next) {
-		char proc[64];
 		int fd;
 
 		pthread_mutex_unlock(&a->xmu);
 		pthread_mutex_unlock(&a->mu);
 		pthread_mutex_unlock(&a->hmu);
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", a->fd);
-		fd = a->fd >= 0 ? open(proc, O_RDWR | O_CLOEXEC) : -1;
+		fd = a->fd >= 0 ? bhs_reopen(a->fd) : -1;
 		if (a->fd >= 0)
 			close(a->fd);
 		a->fd = fd;

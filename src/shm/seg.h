@@ -546,6 +546,10 @@ uint64_t bhs_proc_holdings(struct bhs_att *a, uint32_t pidx, bool *open_window);
 /* segment.c */
 #define BHS_CFG_FLAGS (BH_FAIR | BH_TRACK_HOLD | BH_NO_STATS)
 int bhs_check_name(const char *name);
+/* Another open file description of fd's file, read-write and close-on-exec
+ * (-1 and errno if none): a reopen of /proc/self/fd/N, so the same file
+ * whatever its name is now. */
+int bhs_reopen(int fd);
 /* The file of segment name: 0, or -ENAMETOOLONG. */
 int bhs_path_of(const char *name, char *buf, size_t len);
 int bhs_check_hdr(const struct bhs_hdr *h, const char *name, off_t file_size);

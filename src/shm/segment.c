@@ -48,6 +48,14 @@ int bhs_check_name(const char *name)
 	return len > BH_SHM_NAME_MAX ? -ENAMETOOLONG : 0;
 }
 
+int bhs_reopen(int fd)
+{
+	char proc[64];
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return open(proc, O_RDWR | O_CLOEXEC);
+}
+
 /* BH_SHM_DIR, ignored in a setuid or setgid program. */
 static const char *shm_dir(void)
 {
@@ -273,6 +281,21 @@ static int publish(int fd, const char *tmp, const char *path)
 	return r < 0 ? -errno : 0;
 }
 
+/* Every process attaches through descriptions it opens read-write from the
+ * file itself, the creator too (it maps the segment through one of its
+ * own: open.c, map_att): a mode that does not let us do that would leave a
+ * segment that nobody can attach to, so it is refused before it has a
+ * name. */
+static int check_reopen(int fd)
+{
+	int t = bhs_reopen(fd);
+
+	if (t < 0)
+		return -errno;
+	close(t);
+	return 0;
+}
+
 /* Create the segment complete, then link it at path. Returns its fd (our
  * own open file description), or -EEXIST when it appeared meanwhile. */
 int bhs_create_seg(const char *name, const char *path, const struct bh_config *cfg,
@@ -300,8 +323,11 @@ int bhs_create_seg(const char *name, const char *path, const struct bh_config *c
 		} else {
 			init_seg(m, &h, cfg);
 			munmap(m, h.seg_size);
-			r = publish(fd, tmp, path);
-			tmp[0] = '\0'; /* publish() unlinked it */
+			r = check_reopen(fd);
+			if (r == 0) {
+				r = publish(fd, tmp, path);
+				tmp[0] = '\0'; /* publish() unlinked it */
+			}
 		}
 	}
 	if (r < 0 && tmp[0])
