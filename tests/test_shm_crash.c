@@ -1852,6 +1852,78 @@ static void test_killed_mid_close(void **state)
 	shm_done(bh, name);
 }
 
+/* A fork child must never keep a dead parent looking alive, not even when
+ * it is forked while another thread of the parent destroys the parent's
+ * last handle: the detach still holds the parent's descriptor, and a child
+ * that inherits it keeps the parent's liveness lock. Here the parent is
+ * killed half-way through that detach, holding a permit, while its child
+ * lives on. */
+static void *destroy_handle(void *arg)
+{
+	bh_destroy(arg);
+	return NULL;
+}
+
+static int fork_while_detaching_main(void *arg, int out, int in)
+{
+	struct fresh *f = arg;
+	bulkhead_t *bh;
+	pthread_t t;
+	pid_t g;
+
+	bh_destroy(f->inherited);
+	if (bh_shm_open(f->name, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0)
+		return 1;
+	bhs_crash_at(BP_DETACHING, 1, out);
+	pthread_create(&t, NULL, destroy_handle, bh);
+	if (hear(in) != 1) /* the destroy stopped at its point */
+		return 2;
+	g = fork();
+	if (g == 0) {
+		alarm(30); /* a child does not inherit its parent's alarm */
+		for (;;)
+			pause();
+	}
+	say(out, (int)g);
+	pause();
+	return 0;
+}
+
+static void test_fork_while_detaching(void **state)
+{
+	const char *name = uniq("forkdetach");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct child d = spawn(fork_while_detaching_main, &(struct fresh){ name, bh });
+	char point = 0;
+	uint64_t t0;
+	pid_t kid;
+	int r = -EBUSY;
+
+	(void)state;
+	assert_int_equal(read(d.rd, &point, 1), 1);
+	assert_int_equal(point, BP_DETACHING);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	say(d.wr, 1);
+	kid = hear(d.rd);
+	assert_true(kid > 0);
+	kill_reap(&d); /* its child lives on */
+	t0 = bh_now_ns();
+	while (r != 0 && bh_now_ns() - t0 < BH_SEC) {
+		bhs_scan_now(bh);
+		if ((r = bh_try_acquire(bh, 1)) != 0)
+			usleep(10 * 1000);
+	}
+	kill(kid, SIGKILL);
+	assert_int_equal(r, 0); /* the dead parent's permit is back */
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(stats_of(bh).reclaimed, 1);
+	assert_int_equal(stats_of(bh).processes, 1);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1890,6 +1962,7 @@ int main(void)
 		cmocka_unit_test(test_stopped_process_keeps_permits),
 		cmocka_unit_test(test_killed_mid_set_limit),
 		cmocka_unit_test(test_killed_mid_close),
+		cmocka_unit_test(test_fork_while_detaching),
 	};
 
 	alarm(300);

@@ -365,28 +365,48 @@ static void fork_parent(void)
  * ledgers and async nodes, and trades the inherited descriptor (whose open
  * file description, and so liveness lock, it shares with the parent) for
  * one of its own. Its first use of the handle registers it afresh. */
+static void fork_child_att(struct bhs_att *a)
+{
+	int fd = a->fd >= 0 ? bhs_reopen(a->fd) : -1;
+
+	if (a->fd >= 0)
+		close(a->fd);
+	a->fd = fd;
+	a->proc = NULL;
+	a->shared = NULL;
+	a->agent_on = false;
+	atomic_store_explicit(&a->xfer, 0, memory_order_relaxed); /* fenced: at register */
+	memset(a->tmap, 0, sizeof(a->tmap));
+	memset((void *)a->anode, 0, (a->nextra ? a->nextra : 1) * sizeof(*a->anode));
+	if (a->hold)
+		memset(a->hold, 0, BHS_TMAP * sizeof(*a->hold));
+	pthread_cond_init(&a->delivered, NULL);
+}
+
+/* An attachment that a thread of the parent was detaching (no handle left,
+ * bhs_destroy) is the parent's business: the child has no handle to it and
+ * nobody to finish the detach, so it closes its copy of the parent's
+ * descriptor at once and forgets it. Its memory stays: the child's thread
+ * may be the parent's agent, forked from a callback during that detach,
+ * and still running in it. */
 static void fork_child(void)
 {
-	bhs_forget_last();
-	for (struct bhs_att *a = reg_head; a; a = a->next) {
-		int fd;
+	struct bhs_att **pp = &reg_head, *a;
 
+	bhs_forget_last();
+	while ((a = *pp) != NULL) {
 		pthread_mutex_unlock(&a->xmu);
 		pthread_mutex_unlock(&a->mu);
 		pthread_mutex_unlock(&a->hmu);
-		fd = a->fd >= 0 ? bhs_reopen(a->fd) : -1;
-		if (a->fd >= 0)
-			close(a->fd);
-		a->fd = fd;
-		a->proc = NULL;
-		a->shared = NULL;
-		a->agent_on = false;
-		atomic_store_explicit(&a->xfer, 0, memory_order_relaxed); /* fenced: at register */
-		memset(a->tmap, 0, sizeof(a->tmap));
-		memset((void *)a->anode, 0, (a->nextra ? a->nextra : 1) * sizeof(*a->anode));
-		if (a->hold)
-			memset(a->hold, 0, BHS_TMAP * sizeof(*a->hold));
-		pthread_cond_init(&a->delivered, NULL);
+		if (a->refs == 0) {
+			*pp = a->next;
+			if (a->fd >= 0)
+				close(a->fd);
+			a->fd = -1;
+			continue;
+		}
+		fork_child_att(a);
+		pp = &a->next;
 	}
 	pthread_mutex_unlock(&reg_mu);
 }
@@ -398,10 +418,12 @@ static void reg_init(void)
 
 /* ---- handles ---------------------------------------------------------------------------------- */
 
+/* A detaching attachment (no handle left) stays listed until its
+ * descriptor is closed, for the fork handlers, but is nobody's to reuse. */
 static struct bhs_att *find_att(dev_t dev, ino_t ino)
 {
 	for (struct bhs_att *a = reg_head; a; a = a->next)
-		if (a->dev == dev && a->ino == ino)
+		if (a->refs && a->dev == dev && a->ino == ino)
 			return a;
 	return NULL;
 }
@@ -539,6 +561,7 @@ int bh_shm_unlink(const char *name)
 
 static void detach(struct bhs_att *a)
 {
+	BHS_POINT(BP_DETACHING);
 	bhs_agent_stop(a);
 	if (a->proc) {
 		bhs_lock(a);
@@ -547,32 +570,41 @@ static void detach(struct bhs_att *a)
 		BHS_POINT(BP_DETACHED);
 		bhs_release_self(a);
 	}
-	free_att(a); /* closing our descriptor drops the liveness lock */
 }
 
 /* Not a cancellation point, as bh_destroy of any bulkhead: the detach
  * joins the agent and closes the descriptor whose lock says this process
  * lives, and a cancel acted on there would leave the process registered
- * and its slot taken. */
+ * and its slot taken.
+ *
+ * The last handle's attachment stays in the registry, with no handle,
+ * until its descriptor is closed: a fork() meanwhile must find it, or the
+ * child would keep the parent's open file description, and with it the
+ * liveness lock, while it lives, and a parent killed in the middle of the
+ * detach would look alive, holding its permits (and maybe the internal
+ * lock) for as long. The fork handlers hold reg_mu; the descriptor is
+ * closed under it. */
 void bhs_destroy(bulkhead_t *bh)
 {
 	struct bhs_att *a = att_of(bh), **pp;
+	bool last;
 	int cs;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&reg_mu);
-	if (--a->refs == 0) {
+	last = --a->refs == 0;
+	pthread_mutex_unlock(&reg_mu);
+	if (last) {
+		detach(a);
+		pthread_mutex_lock(&reg_mu);
 		for (pp = &reg_head; *pp; pp = &(*pp)->next)
 			if (*pp == a) {
 				*pp = a->next;
 				break;
 			}
-	} else {
-		a = NULL;
+		free_att(a); /* closing our descriptor drops the liveness lock */
+		pthread_mutex_unlock(&reg_mu);
 	}
-	pthread_mutex_unlock(&reg_mu);
-	if (a)
-		detach(a);
 	bhi_ext_free(bh);
 	pthread_setcancelstate(cs, NULL);
 }

@@ -470,6 +470,7 @@ enum bhs_point {
 	BP_PROBE,     /* a look at a taken process slot, before its liveness probe */
 	BP_PROBED,    /* the same look, after the probe */
 	BP_DETACHED,  /* a detacher gave back and unlocked, its slot still taken */
+	BP_DETACHING, /* a last handle's destroy, before its detach gives anything back */
 	BP_NPOINTS,
 };
 
