@@ -1318,6 +1318,54 @@ static int open_one(void *arg, int out, int in)
 	return 0;
 }
 
+/* A fork child that cannot attach as a process of its own (here the only
+ * process slot is its parent's) holds nothing and can take nothing: every
+ * call that needs its own slot fails with -ENOSPC, a release with
+ * -EOVERFLOW, and nothing changes (bh_shm_open(3), "fork and exec"). */
+static void noop_cb(struct bh_async *node, int result)
+{
+	(void)node;
+	(void)result;
+}
+
+static int unattached_child(void *arg, int out, int in)
+{
+	bulkhead_t *bh = arg;
+	struct bh_async node = { 0 };
+
+	(void)in;
+	say(out, bh_try_acquire(bh, 1));
+	say(out, bh_acquire(bh, 1, bh_now_ns() + BH_SEC));
+	say(out, bh_acquire_async(bh, &node, 1, noop_cb, NULL));
+	say(out, bh_close(bh));
+	say(out, bh_set_limit(bh, 1));
+	say(out, bh_release(bh, 1));
+	return 0;
+}
+
+static void test_fork_child_without_a_slot(void **state)
+{
+	const char *name = uniq("noslot");
+	bulkhead_t *bh;
+	struct child c;
+
+	(void)state;
+	bhs_test_geometry(1, 0, 0); /* one process: this one */
+	bh = shm_make(name, 2, 4, 0);
+	bhs_test_geometry(0, 0, 0);
+	c = spawn(unattached_child, bh);
+	assert_int_equal(hear(c.rd), -ENOSPC);
+	assert_int_equal(hear(c.rd), -ENOSPC);
+	assert_int_equal(hear(c.rd), -ENOSPC);
+	assert_int_equal(hear(c.rd), -ENOSPC);
+	assert_int_equal(hear(c.rd), -ENOSPC);
+	assert_int_equal(hear(c.rd), -EOVERFLOW);
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(stats_of(bh).limit, 2); /* not closed, not resized */
+	assert_word_clean(bh, 2);
+	shm_done(bh, name);
+}
+
 /* At the segment's limits: a thread beyond its thread slots shares its
  * process's slot (under the lock, with an extra queue node to wait on), and
  * a process beyond its process slots is refused at open. */
@@ -1807,6 +1855,7 @@ int main(void)
 		cmocka_unit_test(test_every_entry_each_flag),
 		cmocka_unit_test(test_async_take_begins_hold),
 		cmocka_unit_test(test_segment_limits),
+		cmocka_unit_test(test_fork_child_without_a_slot),
 		cmocka_unit_test(test_create_on_full_fs),
 		cmocka_unit_test(test_cancel_async_not_a_cancellation_point),
 		cmocka_unit_test(test_open_not_a_cancellation_point),
