@@ -932,6 +932,94 @@ static void test_cancel_own_node_from_callback(void **state)
 	shm_done(bh, name);
 }
 
+/* A callback runs on the library's agent thread: a fork() made in it
+ * gives a child whose only thread is a copy of the agent, in the middle of
+ * delivering the parent's node. If that child returns from the callback,
+ * the copy must not go on as the parent's agent (taking the internal lock
+ * under the parent's name, freeing the parent's queue node a second time,
+ * serving the parent's agent word): it ends, and the child exits. */
+struct fork_cb {
+	_Atomic pid_t kid;
+};
+
+static void forking_cb(struct bh_async *node, int result)
+{
+	struct fork_cb *f = node->data;
+	pid_t g;
+
+	(void)result;
+	g = fork();
+	if (g == 0) {
+		alarm(10);
+		return; /* the child returns from the callback, into the library */
+	}
+	atomic_store(&f->kid, g);
+}
+
+static int forks_in_callback(void *arg, int out, int in)
+{
+	bulkhead_t *bh = arg;
+	struct fork_cb f = { 0 };
+	struct bh_async node = { 0 };
+	uint64_t t0 = bh_now_ns();
+	pid_t kid;
+	int st = 0, r;
+
+	(void)out;
+	(void)in;
+	if (bh_try_acquire(bh, 1) != 0 || bh_acquire_async(bh, &node, 1, forking_cb, &f) != 1)
+		return 1;
+	if (bh_release(bh, 1) != 0) /* handed to the node, on our agent */
+		return 2;
+	while ((kid = atomic_load(&f.kid)) == 0 && bh_now_ns() - t0 < 5 * BH_SEC)
+		usleep(1000);
+	if (kid <= 0)
+		return 3;
+	t0 = bh_now_ns();
+	while ((r = waitpid(kid, &st, WNOHANG)) == 0 && bh_now_ns() - t0 < 2 * BH_SEC)
+		usleep(10 * 1000);
+	if (r == 0) { /* the copy went on inside the library */
+		kill(kid, SIGKILL);
+		waitpid(kid, NULL, 0);
+		return 4;
+	}
+	if (bh_cancel_async(bh, &node) != 0 || bh_release(bh, 1) != 0) /* the grant is ours */
+		return 5;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 6;
+}
+
+/* The free list of extra nodes holds each node at most once. */
+static void assert_free_list_sound(bulkhead_t *bh)
+{
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	const struct bhs_hdr *h = &g->hdr;
+	struct bhs_qnode *q = (struct bhs_qnode *)((char *)g + h->off_qnodes);
+	uint32_t nodes = h->nslots + h->nextra, n = 0;
+	uint32_t i = atomic_load(&g->free_extra);
+
+	while (i != 0) {
+		assert_true(i - 1 >= h->nslots && i - 1 < nodes);
+		assert_true(++n <= h->nextra); /* a node twice: a cycle */
+		i = atomic_load(&q[i - 1].next);
+	}
+	assert_int_equal(n, h->nextra);
+}
+
+static void test_fork_in_callback_child_leaves(void **state)
+{
+	const char *name = uniq("async-fork");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct child c;
+
+	(void)state;
+	c = spawn(forks_in_callback, bh);
+	assert_int_equal(reap(&c), 0);
+	await_in_flight(bh, 0, BH_SEC);
+	assert_free_list_sound(bh);
+	assert_word_clean(bh, 1);
+	shm_done(bh, name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -956,6 +1044,7 @@ int main(void)
 		cmocka_unit_test(test_stress_unfair),
 		cmocka_unit_test(test_async_stress),
 		cmocka_unit_test(test_cancel_own_node_from_callback),
+		cmocka_unit_test(test_fork_in_callback_child_leaves),
 	};
 
 	alarm(300);

@@ -57,6 +57,19 @@ static void count_on_slot(struct bhs_att *a, enum bhi_counter c)
 		bhs_unlock(a);
 }
 
+/* The callback forked, and this is the child, whose only thread is a copy
+ * of the agent's: the node is the parent's (its agent frees it), fork_child
+ * made the child nobody, and the agent's word and loop are the parent's.
+ * Gone on, this copy would take the internal lock under the parent's name
+ * and free the parent's node a second time, then serve the parent's agent
+ * word for good. It ends here instead, as a thread that returns from the
+ * callback and exits: the child exits with it unless it made threads of
+ * its own. */
+static void forked_in_callback(void)
+{
+	pthread_exit(NULL);
+}
+
 /* Deliver node i's final state (the agent, or the agent thread itself in
  * bh_cancel_async): claim it (a grant goes into our ledger in the same
  * window), run the callback, then free the node. Only agent threads
@@ -96,6 +109,10 @@ static void deliver(struct bhs_att *a, uint32_t i, uint32_t st)
 	 * was published in anode). Its delivery is recorded in anode[i],
 	 * which bh_cancel_async reads; the callback may free the node. */
 	node->fn(node, result_of(st));
+	/* relaxed: stored before the agent was created (pthread_create
+	 * orders it); a fork child's copy of the agent reads the copy */
+	if (BHI_UNLIKELY(getpid() != atomic_load_explicit(&a->agent_pid, memory_order_relaxed)))
+		forked_in_callback();
 	pthread_mutex_lock(&a->mu);
 	/* release: the callback's effects before the NULL; pairs with
 	 * bhs_cancel_async()'s acquire loads of anode[i] */
@@ -158,6 +175,8 @@ static int agent_start(struct bhs_att *a)
 	pthread_mutex_lock(&a->mu);
 	if (!a->agent_on) {
 		atomic_store_explicit(&a->agent_stop, false, memory_order_relaxed);
+		/* relaxed: the agent reads it after pthread_create, which orders it */
+		atomic_store_explicit(&a->agent_pid, getpid(), memory_order_relaxed);
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		r = -pthread_create(&a->agent, NULL, agent_main, a);

@@ -245,6 +245,7 @@ struct bhs_att {
 	 * agent thread that delivers their grants. */
 	struct bh_async *_Atomic *anode;
 	pthread_t agent;
+	_Atomic pid_t agent_pid;   /* the process it delivers for */
 	bool agent_on;             /* mu */
 	_Atomic bool agent_stop;
 	pthread_cond_t delivered;  /* with mu: an async delivery finished */
