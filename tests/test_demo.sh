@@ -94,7 +94,21 @@ for flag in --svg --kv; do
 		fail "$flag /nonexistent/x: want one message, got: $(cat "$tmp/err")"
 done
 
+# A file that exists already is left as it was when the demo does not run:
+# a bad --kv path costs its message, not the chart of an earlier run.
+echo "an earlier chart" >"$tmp/old.svg"
+"$prog" --quiet --duration 2 --fault-at 1 --fault-for 0.5 --only with \
+	--svg "$tmp/old.svg" --kv /nonexistent/x >/dev/null 2>&1
+if [ ! -e "$tmp/old.svg" ]; then
+	fail "--svg FILE --kv /nonexistent/x: FILE, which existed before, was removed"
+elif [ "$(cat "$tmp/old.svg")" != "an earlier chart" ]; then
+	fail "--svg FILE --kv /nonexistent/x: FILE, which existed before, was changed"
+fi
+
 # ---- the containment run ---------------------------------------------------
+# Both files exist, longer than what the run writes: they are replaced whole.
+awk 'BEGIN { for (i = 0; i < 20000; i++) print "left_over=" i }' >"$tmp/kv"
+cp "$tmp/kv" "$tmp/chart.svg"
 "$prog" --quiet --duration 7 --fault-at 2 --fault-for 4 --kv "$tmp/kv" \
 	--svg "$tmp/chart.svg" >"$tmp/run" 2>&1
 rc=$?
@@ -154,6 +168,7 @@ check "no result lost" "without_dropped_records == 0 && with_dropped_records == 
 [ "$(head -c 5 "$tmp/chart.svg")" = "<?xml" ] || fail "chart: not XML"
 tail -n 1 "$tmp/chart.svg" | grep -q '^</svg>$' || fail "chart: not closed"
 [ "$(grep -c '<polyline' "$tmp/chart.svg")" -ge 6 ] || fail "chart: too few series"
+grep -q left_over "$tmp/chart.svg" "$tmp/kv" && fail "an existing file's old content is left after the run's"
 grep -q "summary: orders that arrived during the fault" "$tmp/run" || fail "no summary printed"
 grep -q "^  before the fault: inventory p99  *[0-9.]*m\{0,1\}s  *[0-9.]*m\{0,1\}s$" "$tmp/run" ||
 	fail "no inventory p99 before the fault: $(grep 'before the fault' "$tmp/run")"

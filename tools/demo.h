@@ -78,20 +78,23 @@ struct demo_config {
  * that a path that cannot be written fails at once, not after the run. */
 struct demo_output {
 	const char *path;
-	FILE *f; /* NULL: not asked for */
+	FILE *f;      /* NULL: not asked for */
+	bool created; /* by demo_output_open: it did not exist before */
 };
 
 struct demo_outputs {
 	struct demo_output svg, kv;
 };
 
-/* Open path for writing (NULL or "": none, 0). -errno, with one message
- * printed, when it cannot be created. */
+/* Open path for writing (NULL or "": none, 0), creating it, or leaving an
+ * existing file as it is until the close. -errno, with one message
+ * printed, when it cannot be created or written. */
 int demo_output_open(struct demo_output *o, const char *path);
-/* The scenario wrote it: flush and close. 0, or -errno with one message. */
+/* The scenario wrote it: flush, cut an existing file's old content past
+ * it, and close. 0, or -errno with one message. */
 int demo_output_close(struct demo_output *o);
-/* Nothing was written (the run failed): close it and remove the empty file
- * it created. */
+/* Nothing was written (the run failed): close it, and remove it if
+ * demo_output_open created it; an existing file stays as it was. */
 void demo_output_discard(struct demo_output *o);
 
 /* A stopped run: "run 1/2 (without isolation) stopped at 2.35 s by

@@ -3,6 +3,7 @@
  * each failure is said once, by the function that saw it. */
 #define _GNU_SOURCE /* strsignal */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,14 +17,40 @@ static int output_error(const struct demo_output *o, int err)
 	return -err;
 }
 
+/* An existing file is opened without truncating it: until the run has
+ * written its output, the file is as it was, so a run that never writes
+ * (a bad path for the other file, a failure, a stop before the end) leaves
+ * it alone. The close cuts what is left of the old content. */
 int demo_output_open(struct demo_output *o, const char *path)
 {
+	int fd;
+
 	o->path = path;
 	o->f = NULL;
+	o->created = false;
 	if (!path || !*path)
 		return 0;
-	o->f = fopen(path, "w");
-	return o->f ? 0 : output_error(o, errno);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd >= 0)
+		o->created = true;
+	else if (errno == EEXIST)
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) { /* a dangling symbolic link: create its target */
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+		o->created = fd >= 0;
+	}
+	if (fd < 0)
+		return output_error(o, errno);
+	o->f = fdopen(fd, "w");
+	if (!o->f) {
+		int err = errno;
+
+		close(fd);
+		if (o->created)
+			unlink(path);
+		return output_error(o, err);
+	}
+	return 0;
 }
 
 int demo_output_close(struct demo_output *o)
@@ -31,9 +58,17 @@ int demo_output_close(struct demo_output *o)
 	/* A write that failed earlier left only its flag; fclose's errno is
 	 * its own (a full disk usually shows at the last flush). */
 	int err = o->f && ferror(o->f) ? EIO : 0;
+	struct stat st;
 
 	if (!o->f)
 		return 0;
+	/* The old content past what the run wrote goes; a pipe or a device
+	 * has none. */
+	if (!err && fflush(o->f) != 0)
+		err = errno ? errno : EIO;
+	if (!err && fstat(fileno(o->f), &st) == 0 && S_ISREG(st.st_mode) &&
+	    ftruncate(fileno(o->f), ftello(o->f)) != 0)
+		err = errno;
 	if (fclose(o->f) != 0 && !err)
 		err = errno ? errno : EIO;
 	o->f = NULL;
@@ -42,15 +77,13 @@ int demo_output_close(struct demo_output *o)
 
 void demo_output_discard(struct demo_output *o)
 {
-	struct stat st;
-	bool created = o->f && fstat(fileno(o->f), &st) == 0 && S_ISREG(st.st_mode) &&
-		       ftell(o->f) == 0;
+	bool unwritten = o->f && o->created && ftello(o->f) == 0;
 
 	if (!o->f)
 		return;
 	fclose(o->f);
 	o->f = NULL;
-	if (created)
+	if (unwritten)
 		unlink(o->path);
 }
 
