@@ -59,3 +59,22 @@ endif
 # loopback down): the tests that need it run it first and skip without.
 check_PROGRAMS += tests/loopback_probe
 tests_loopback_probe_SOURCES = tests/loopback_probe.c
+
+# The tarball ships every header that its sources include: a missing one
+# passes every check of a checkout and breaks each build from the tarball.
+# The wrapper hands the test make's list of shipped files.
+TESTS += tests/test_dist
+check_SCRIPTS += tests/test_dist
+CLEANFILES += tests/test_dist tests/test_dist.files
+EXTRA_DIST += tests/test_dist.sh
+tests/test_dist: $(srcdir)/tests/test_dist.sh Makefile
+	$(AM_V_GEN)$(MKDIR_P) tests && \
+	for f in $(DISTFILES); do \
+		case $$f in $(srcdir)/*) f=$${f#$(srcdir)/} ;; esac; \
+		echo "$$f"; \
+	done | sort -u >tests/test_dist.files && { \
+		echo '#!/bin/sh'; \
+		echo 'BH_DISTFILES="$(abs_top_builddir)/tests/test_dist.files"; export BH_DISTFILES'; \
+		echo 'top_srcdir="$(abs_top_srcdir)"; export top_srcdir'; \
+		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_dist.sh" "$$@"'; \
+	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@

@@ -7,5 +7,5 @@
 # the exports use, into libbhcore alone.
 BHLIB_SOURCES = src/lib/futex.c src/lib/futex.h src/lib/spin.c src/lib/spin.h \
 	src/lib/vdso.c src/lib/vdso.h
-src_libbhcore_la_SOURCES += src/lib/compiler.h src/lib/list.h src/lib/utf8.h \
+src_libbhcore_la_SOURCES += src/lib/compiler.h src/lib/hold.h src/lib/list.h src/lib/utf8.h \
 	src/lib/sizing.h src/lib/textout.c src/lib/textout.h $(BHLIB_SOURCES)
