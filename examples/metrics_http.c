@@ -5,7 +5,7 @@
  *   ./metrics_http --port 9464 &   curl -s 127.0.0.1:9464/metrics
  *
  * Flags: --port N (0: any free port; it is printed), --seconds S (0: run
- * until SIGINT/SIGTERM). */
+ * until SIGINT/SIGTERM; at most 9223372036, 292 years). */
 #define _GNU_SOURCE /* accept4 */
 #include <bulkhead.h>
 #include <bulkhead/metrics.h>
@@ -190,8 +190,11 @@ static int parse_args(int argc, char **argv, long *port, long *seconds)
 
 		if (!dst)
 			return -1;
+		errno = 0;
 		*dst = strtol(optarg, &end, 10);
-		if (*end || *dst < 0 || (c == 'p' && *dst > 65535))
+		/* Whole numbers only, and seconds the clock can add to now. */
+		if (end == optarg || *end || errno || *dst < 0 || (c == 'p' && *dst > 65535) ||
+		    (c == 's' && *dst > (long)(INT64_MAX / BH_SEC)))
 			return -1;
 	}
 	return optind == argc ? 0 : -1;

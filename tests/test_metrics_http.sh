@@ -26,6 +26,16 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 fail=0
+# A flag's value that is not a number in range is refused (exit 2), never
+# taken for another: an empty one for 0, a count of seconds too large for
+# the clock for one that wrapped around and ended the program at once.
+for args in "--seconds 18446744074" "--seconds 99999999999999999999" "--seconds=" \
+	"--port=" "--port 65536" "--seconds -1"; do
+	# shellcheck disable=SC2086
+	timeout 5 "$ex" $args >/dev/null 2>&1
+	rc=$?
+	[ "$rc" = 2 ] || { echo "metrics_http $args: exit $rc, want 2"; fail=1; }
+done
 for want in \
 	'^# TYPE bulkhead_in_flight gauge$' \
 	'^bulkhead_limit{name="payment"} 4$' \
