@@ -170,6 +170,8 @@ static const struct option longopts[] = {
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "svg", required_argument, NULL, 256 },
 	{ "kv", no_argument, NULL, 257 },
+	{ "svg-width", required_argument, NULL, 258 },
+	{ "svg-height", required_argument, NULL, 259 },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -215,6 +217,12 @@ static void test_option_problem_names_the_option(void **state)
 	assert_string_equal(refused("--frob=3", NULL), "unknown option '--frob'");
 	assert_string_equal(refused("--quiet=1", NULL), "--quiet takes no value");
 	assert_string_equal(refused("--kv=1", NULL), "--kv takes no value");
+	/* a prefix of several: not unknown, but which are meant */
+	assert_string_equal(refused("--svg-", "3", NULL),
+			    "ambiguous option '--svg-': --svg-width or --svg-height?");
+	assert_string_equal(refused("--sv=3", NULL),
+			    "ambiguous option '--sv': --svg, --svg-width or --svg-height?");
+	assert_string_equal(refused("--svg", "x", "--svg-w", "3", NULL), "");
 	/* a missing value: the option that wanted it */
 	assert_string_equal(refused("--rate", NULL), "--rate needs a value");
 	assert_string_equal(refused("--svg", NULL), "--svg needs a value");

@@ -23,9 +23,31 @@ void cli_usage_error(const char *fmt, ...)
 	exit(CLI_EXIT_USAGE);
 }
 
+/* How many long options begin with the n bytes at s; buf names them,
+ * "--a, --b or --c". */
+static int long_candidates(const struct option *longopts, const char *s, size_t n, char *buf,
+			   size_t len)
+{
+	int count = 0, i = 0;
+
+	for (const struct option *o = longopts; o->name; o++)
+		count += strncmp(o->name, s, n) == 0;
+	buf[0] = '\0';
+	for (const struct option *o = longopts; o->name; o++) {
+		size_t used = strlen(buf);
+
+		if (strncmp(o->name, s, n) != 0)
+			continue;
+		snprintf(buf + used, len - used, "%s--%s",
+			 i == 0 ? "" : i == count - 1 ? " or " : ", ", o->name);
+		i++;
+	}
+	return count;
+}
+
 /* A long option is behind the error when getopt says no short one (optopt
- * 0: unknown or ambiguous), or when the word it just stepped past is a
- * long option of that val. In a group ("-zq") optind has not moved yet,
+ * 0: unknown, or a prefix of several, which are named), or when the word
+ * it just stepped past is a long option of that val. In a group ("-zq") optind has not moved yet,
  * so that word is the one before: only optopt names the option. */
 const char *cli_option_problem(int ch, char *const argv[], const struct option *longopts,
 			       char *buf, size_t len)
@@ -33,6 +55,7 @@ const char *cli_option_problem(int ch, char *const argv[], const struct option *
 	const char *word = optind > 0 ? argv[optind - 1] : "";
 	size_t n = strcspn(word, "=");
 	bool is_long = false;
+	char which[128];
 
 	if (strncmp(word, "--", 2) == 0 && n > 2) {
 		is_long = optopt == 0;
@@ -45,6 +68,8 @@ const char *cli_option_problem(int ch, char *const argv[], const struct option *
 		snprintf(buf, len, "-%c needs a value", optopt);
 	else if (is_long && optopt != 0)
 		snprintf(buf, len, "%.*s takes no value", (int)n, word);
+	else if (is_long && long_candidates(longopts, word + 2, n - 2, which, sizeof(which)) > 1)
+		snprintf(buf, len, "ambiguous option '%.*s': %s?", (int)n, word, which);
 	else if (is_long)
 		snprintf(buf, len, "unknown option '%.*s'", (int)n, word);
 	else

@@ -19,7 +19,8 @@ __attribute__((noreturn, format(printf, 1, 2))) void cli_usage_error(const char 
 /* What getopt_long refused, when it returned ':' or '?' (opterr 0, the
  * short options led by ':'), as the message says it: the option itself,
  * "-z" even inside a group ("-qz", "-zq", where argv[optind - 1] is not
- * the option's word), or the long option as written, up to any '='.
+ * the option's word), or the long option as written, up to any '=', with
+ * the long options it may mean when it begins several.
  * The char vals of longopts must all be short options too, or a short
  * option that is not one could be taken for the long option. */
 const char *cli_option_problem(int ch, char *const argv[], const struct option *longopts,
