@@ -2418,6 +2418,40 @@ static void destroy_on_done(void *ctx, struct io_uring_cqe *cqe, int kind, struc
 	}
 }
 
+/* A ring made with IORING_SETUP_IOPOLL refuses polls and timeouts: a wait
+ * for permits, whose wake-up is a poll, is refused (-EOPNOTSUPP, nothing
+ * queued), and so is an op with a deadline (-ECANCELED, its permit back). */
+static void test_iopoll_ring_refuses_wait_and_deadline(void **state)
+{
+	struct io_uring ring;
+	struct bh_uring_op w = { 0 }, op = { 0 };
+	struct io_uring_sqe *sqe;
+	bh_uring_t *t;
+	bulkhead_t *bh;
+
+	(void)state;
+	if (ring_up(&ring, 8, 0, IORING_SETUP_IOPOLL) != 0)
+		skip();
+	assert_int_equal(bh_uring_create(&ring, 0, &t), 0);
+	bh = make_bh(1, 4, 0);
+	assert_int_equal(bh_uring_wait(t, &w, bh, 1, never_granted), -EOPNOTSUPP);
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(tstats(t).waiting, 0);
+	assert_int_equal(bh_uring_get_sqe(t, &op, bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe);
+	assert_int_equal(bh_uring_track(t, &op, bh_now_ns() + BH_SEC), -ECANCELED);
+	assert_int_equal(in_flight(bh), 0);
+	assert_int_equal(tstats(t).refused, 1);
+	assert_false(bh_uring_op_busy(&op));
+	/* the neutralised SQE's CQE is the tracker's own */
+	assert_int_equal(io_uring_submit(&ring), 1);
+	while (tstats(t).helpers)
+		assert_true(bh_uring_reap(t, NULL, NULL) >= 0);
+	assert_int_equal(bh_uring_destroy(t), 0);
+	io_uring_queue_exit(&ring);
+	bh_destroy(bh);
+}
+
 static void test_destroy_refused_from_reap_callback(void **state)
 {
 	struct fix *f = fix_new(8, 0, 2, 0, 0);
@@ -2983,6 +3017,7 @@ int main(void)
 		cmocka_unit_test(test_complete_callback_may_not_reap),
 		cmocka_unit_test(test_destroy_refuses_held_until_cancel),
 		cmocka_unit_test(test_destroy_refused_from_reap_callback),
+		cmocka_unit_test(test_iopoll_ring_refuses_wait_and_deadline),
 		cmocka_unit_test(test_complete_stray_sets_no_op),
 		cmocka_unit_test(test_waiters_fifo_and_cancel),
 		cmocka_unit_test(test_cancel_racing_grant),

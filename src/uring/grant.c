@@ -214,6 +214,10 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 		return -EINVAL;
 	if (t->closing)
 		return -ESHUTDOWN;
+	/* The kernel refuses a poll on such a ring: no grant could wake the
+	 * owner, whose loop would spin re-arming a poll that fails at once. */
+	if (t->ring->flags & IORING_SETUP_IOPOLL)
+		return -EOPNOTSUPP;
 	/* Room for the wake-up poll is made sure of before queueing, but the
 	 * SQE is taken only once the op is queued: permits that were free
 	 * spend none. */

@@ -433,8 +433,11 @@ static bool sqes_trackable(const bh_uring_t *t, const struct bh_uring_op *op, bo
 		    (i && zc_opcode(sqe->opcode)))
 			return false;
 	}
+	/* a ring made with IORING_SETUP_IOPOLL refuses timeouts: the op
+	 * would fail with -ECANCELED behind a LINK_TIMEOUT that cannot start */
 	if (deadline && ((last->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK)) ||
-			 t->ring->sq.sqe_tail != op->sqe_idx + op->nr))
+			 t->ring->sq.sqe_tail != op->sqe_idx + op->nr ||
+			 (t->ring->flags & IORING_SETUP_IOPOLL)))
 		return false;
 	if (op->sqe_idx != t->ring->sq.sqe_head && zc_opcode(sqe_at(t, op->sqe_idx)->opcode) &&
 	    (sqe_at(t, op->sqe_idx - 1)->flags & (IOSQE_IO_LINK | IOSQE_IO_HARDLINK)))
