@@ -1,8 +1,12 @@
 /*
- * A model of libbulkhead's core protocol (src/core/bulkhead.c), for Spin.
+ * A model of libbulkhead's core protocol (src/core/word.c, word.h, queue.c),
+ * for Spin.
  *
- * What is modelled: the state word (avail, limit, queued and the STARVING,
- * WOKEN, CLOSED bits) and every CAS on it; the FIFO queue and direct handoff
+ * What is modelled: the state word as src/core/backend.h lays it out (the
+ * free permits avail, the permits held, queued and the STARVING, WOKEN,
+ * CLOSED bits; the limit is avail + held) and every CAS on it, with the
+ * fast paths' single tests (take1_plain's W_TAKE1_BLOCK, give_word's "nobody
+ * queued, a permit held") ahead of their full looks; the FIFO queue and direct handoff
  * under the queue lock; each blocking waiter's own futex word (WAITING,
  * SLEEPING, WOKEN, GRANTED, SHUTDOWN, INVALID), the exchange that publishes a
  * final state and reads whether the owner slept, and the futex itself (a
@@ -99,11 +103,15 @@
 
 /* ---- the bulkhead --------------------------------------------------- */
 
-/* The word (struct bulkhead.word): always updated as a whole. */
+/* The word (struct bulkhead.word): always updated as a whole. As in the
+ * code it keeps the permits held, not the limit: a take moves one permit
+ * from avail to held (w_take), a give moves it back (w_give), a resize
+ * sets avail to the new limit less what is held (w_with_limit). */
 short avail;  /* may be negative after a shrink */
-byte limit;
+byte held;    /* in flight */
 byte nq;
 bit starving, woken, closed;
+#define limit (avail + held) /* w_limit() */
 
 /* Guarded by the queue lock (bh->lock). */
 byte lk;             /* 0: free; else holder's id + 1 */
@@ -125,9 +133,10 @@ byte lib_timed_out, lib_cancelled;
 
 /* ---- ghost state: the specification's view -------------------------- */
 
-byte held[NODES];      /* permits client i holds */
+byte owns[NODES];      /* permits client i holds */
 byte node_owns[NODES]; /* permits granted to node i, not yet its caller's */
-byte ghost;            /* sum of held[] and node_owns[] */
+byte ghost;            /* sum of owns[] and node_owns[] */
+byte lim_set;          /* the limit last set (creation, bh_set_limit) */
 byte joined[NODES], left_q[NODES]; /* times node i entered / left the queue */
 byte seen_timeouts, seen_cancels;  /* what the callers saw */
 bit close_done;        /* a bh_close has returned */
@@ -136,9 +145,10 @@ byte nclients;
 
 /* ---- invariants ------------------------------------------------------ */
 
-/* Permits are conserved: in flight (limit - avail) is exactly what callers
- * and granted nodes own. Neither lost nor created. */
-#define CONSERVED (limit - avail == ghost && avail <= limit)
+/* Permits are conserved: the word's held is exactly what callers and
+ * granted nodes own, and avail + held is the limit last set. Neither lost
+ * nor created, and no change of the word moves the limit by accident. */
+#define CONSERVED (held == ghost && limit == lim_set)
 
 #define OVERSIZED(i) (qlen > i && nd_n[q[i]] > limit)
 
@@ -171,6 +181,19 @@ byte nclients;
 #define MAY_TAKE(n) (!closed && !starving && !(nq > 0 && !woken) && avail >= (n))
 #endif
 #define RELEASE_NEEDS_LOCK (nq > 0 && !woken)
+
+/* w_take(), w_give(): n permits between avail and held (inside a d_step) */
+#define W_TAKE(n) avail = avail - (n); held = held + (n)
+#define W_GIVE(n) avail = avail + (n); held = held - (n)
+
+/* take1_plain(): the one test of the word that lets a take of one permit
+ * go ahead (backend.h W_TAKE1_BLOCK: closed, starving, anyone queued, or
+ * bit 20 of W_BIAS - avail, which is clear exactly when avail >= 1). */
+#ifdef MUTANT_take1_ignores_queue
+#define TAKE1_BLOCK (closed || starving || avail < 1)
+#else
+#define TAKE1_BLOCK (closed || starving || nq > 0 || avail < 1)
+#endif
 
 /* ---- locals every client declares -------------------------------------- */
 
@@ -279,7 +302,7 @@ inline finish(x, res)
 			nd_kind[x] = K_NONE;
 			assert(async_res[x] == NONE);
 			async_res[x] = res;
-			held[x] = held[x] + node_owns[x];
+			owns[x] = owns[x] + node_owns[x];
 			node_owns[x] = 0
 		}
 	fi
@@ -339,7 +362,7 @@ inline serve()
 					:: else -> skip
 					fi;
 #ifndef MUTANT_handoff_no_take
-					avail = avail - nd_n[h];
+					W_TAKE(nd_n[h]);
 #endif
 					nq--;
 					woken = 0;
@@ -401,25 +424,44 @@ inline dispatch()
 
 /* ---- taking permits ----------------------------------------------------- */
 
-/* take_fast(): the newcomer's load and CAS (take_word() in src/core/word.c) */
+/* take_fast(): the newcomer's fast path (src/core/word.c). For one permit
+ * take1_plain() first: one load, the single test TAKE1_BLOCK, one CAS; when
+ * it says no, the full look of take_word(): one load, may_take(), one CAS.
+ * Each is one step (a CAS on the word it loaded). */
 inline take_fast(n)
 {
 	d_step {
 		if
-		:: MAY_TAKE(n) ->
+		:: n == 1 && !(TAKE1_BLOCK) ->
 			BARGE_CHECK;
-			if
-			:: qlen > 0 -> reached(W_barge_woken)
-			:: else -> skip
-			fi;
-			avail = avail - n;
-			held[me] = held[me] + n;
-			ghost = ghost + n;
+			W_TAKE(1);
+			owns[me] = owns[me] + 1;
+			ghost = ghost + 1;
 			GRANT_CHECK;
 			r = R_OK
 		:: else -> r = R_FAIL
 		fi
-	}
+	};
+	if
+	:: r == R_FAIL ->
+		d_step {
+			if
+			:: MAY_TAKE(n) ->
+				BARGE_CHECK;
+				if
+				:: qlen > 0 -> reached(W_barge_woken)
+				:: else -> skip
+				fi;
+				W_TAKE(n);
+				owns[me] = owns[me] + n;
+				ghost = ghost + n;
+				GRANT_CHECK;
+				r = R_OK
+			:: else -> skip
+			fi
+		}
+	:: else -> skip
+	fi
 }
 
 /* refuse(): the error for a failed try, from a fresh load */
@@ -467,8 +509,8 @@ inline admit(n, kind)
 				:: !take && nq >= queue_cap -> r = R_BUSY
 				:: take ->
 					BARGE_CHECK;
-					avail = avail - n;
-					held[me] = held[me] + n;
+					W_TAKE(n);
+					owns[me] = owns[me] + n;
 					ghost = ghost + n;
 					GRANT_CHECK;
 					r = R_OK
@@ -492,30 +534,41 @@ inline admit(n, kind)
 
 /* ---- releasing -------------------------------------------------------- */
 
-/* give_back(): a cancelled grantee's permits go back, then the queue. The
- * code adds only what fits under the limit, for callers that released
- * permits they did not hold; this model's callers never do, so here they
- * always fit. */
+/* give_back(): return_grant(), a cancelled grantee's permits go back, then
+ * the queue. The code gives back only what the word holds (room = held),
+ * for callers that released permits they did not hold; this model's
+ * callers never do, so the clamp must never act: asserted. */
 inline give_back(n)
 {
-	assert(avail + n <= limit);
-	avail = avail + n
+	assert(held >= n);
+	if
+	:: held < n -> W_GIVE(held)
+	:: else -> W_GIVE(n)
+	fi
 }
+
+/* Whether the word lets a caller that holds n permits give them back: the
+ * exact over-release check (held is in the word). The model's callers hold
+ * what they give, so the check must always pass: a refusal is asserted
+ * against wherever it is made. */
+#define HOLDS(n) (held >= (n))
 
 inline release_slow(n)
 {
 	lock();
 	d_step {
-		assert(avail + n <= limit); /* the model's callers never over-release */
+		/* bhi_release_slow(): the CAS loop refuses (-EOVERFLOW) unless
+		 * w_held(w) >= n */
+		assert(HOLDS(n));
 #ifdef MUTANT_release_counts_twice
 		if
-		:: nq > 1 -> avail = avail + 2 * n
-		:: else -> avail = avail + n
+		:: nq > 1 -> W_GIVE(2 * n)
+		:: else -> W_GIVE(n)
 		fi;
 #else
-		avail = avail + n;
+		W_GIVE(n);
 #endif
-		held[me] = held[me] - n;
+		owns[me] = owns[me] - n;
 		ghost = ghost - n
 	};
 	/* note_release(): whether holds are short depends on the clock */
@@ -532,22 +585,64 @@ inline release_slow(n)
 	unlock()
 }
 
+/* bh_release(): give_word()'s single tests on the word it loaded (nobody
+ * queued, held_at_least()) and its CAS, one step; when they say no,
+ * give_retry()'s full look at a fresh word (release_fast_ok(): no queued
+ * waiter needs the lock, and held >= n) and its CAS, one step; when a
+ * queued waiter needs serving, the lock (release_slow). rel: 0 given,
+ * 1 to the slow path, 2 to give_retry. */
 inline release(n)
 {
+	assert(owns[me] >= n);
+#ifdef MUTANT_give_tests_queue_early
+	/* the defect: the tests on one load, then a give that does not
+	 * compare against that load (a fetch_sub, or a CAS on a fresh word) */
 	d_step {
-		assert(held[me] >= n);
 		if
-		:: RELEASE_NEEDS_LOCK -> rel = 1
-		:: else ->
-			assert(avail + n <= limit);
-			avail = avail + n;
-			held[me] = held[me] - n;
-			ghost = ghost - n;
-			rel = 0
+		:: nq == 0 && HOLDS(n) -> rel = 3
+		:: else -> rel = 2
 		fi
 	};
 	if
-	:: rel -> rel = 0; release_slow(n)
+	:: rel == 3 ->
+		d_step {
+			W_GIVE(n);
+			owns[me] = owns[me] - n;
+			ghost = ghost - n;
+			rel = 0
+		}
+	:: else -> skip
+	fi;
+#else
+	d_step {
+		if
+		:: nq == 0 && HOLDS(n) ->
+			W_GIVE(n);
+			owns[me] = owns[me] - n;
+			ghost = ghost - n;
+			rel = 0
+		:: else -> rel = 2
+		fi
+	};
+#endif
+	if
+	:: rel == 2 ->
+		d_step {
+			if
+			:: RELEASE_NEEDS_LOCK -> rel = 1
+			:: else ->
+				/* not queued-blocked: bhi_over_release() unless held */
+				assert(HOLDS(n));
+				W_GIVE(n);
+				owns[me] = owns[me] - n;
+				ghost = ghost - n;
+				rel = 0
+			fi
+		}
+	:: else -> skip
+	fi;
+	if
+	:: rel == 1 -> rel = 0; release_slow(n)
 	:: else -> skip
 	fi
 }
@@ -572,11 +667,11 @@ inline compete(n)
 			starving = 0;
 			if
 			:: won ->
-				avail = avail - n;
+				W_TAKE(n);
 				nq--;
 				assert(q[0] == me);
 				q_remove(me);
-				held[me] = held[me] + n;
+				owns[me] = owns[me] + n;
 				ghost = ghost + n;
 				GRANT_CHECK
 			:: else ->
@@ -732,7 +827,7 @@ inline acquire(n, timed, cancellable)
 	d_step {
 		if
 		:: r == R_OK ->
-			held[me] = held[me] + node_owns[me];
+			owns[me] = owns[me] + node_owns[me];
 			node_owns[me] = 0
 		:: else -> assert(node_owns[me] == 0)
 		fi;
@@ -775,7 +870,7 @@ inline on_cancel(n)
 	s = 0;
 	lib_cancelled++;
 	seen_cancels++;
-	assert(node_owns[me] == 0 && held[me] == 0 && joined[me] == left_q[me])
+	assert(node_owns[me] == 0 && owns[me] == 0 && joined[me] == left_q[me])
 }
 
 /* ---- async waiters ---------------------------------------------------------- */
@@ -868,9 +963,10 @@ inline set_limit(m)
 {
 	lock();
 #ifdef MUTANT_resize_clears_closed
-	d_step { avail = avail + m - limit; limit = m; closed = 0 };
+	d_step { avail = m - held; lim_set = m; closed = 0 };
 #else
-	d_step { avail = avail + m - limit; limit = m };
+	/* w_with_limit(): held stays, avail follows */
+	d_step { avail = m - held; lim_set = m };
 #endif
 #ifndef MUTANT_shrink_keeps_oversized
 	fail_waiters(m, R_INVAL);
@@ -895,7 +991,7 @@ proctype holder(byte me; byte p1; byte p2; byte p3)
 	:: p3 > 0 -> release(p3)
 	:: else -> skip
 	fi;
-	assert(held[me] == 0);
+	assert(owns[me] == 0);
 	done++
 }
 
@@ -913,7 +1009,7 @@ proctype waiter(byte me; byte n; bit timed; bit cancellable)
 cancelled:
 	on_cancel(n);
 out:
-	assert(held[me] == 0 && node_owns[me] == 0);
+	assert(owns[me] == 0 && node_owns[me] == 0);
 	done++
 }
 
@@ -966,7 +1062,7 @@ proctype async_waiter(byte me; byte n; bit may_cancel)
 	:: r == R_OK -> release(n)
 	:: else -> skip
 	fi;
-	assert(held[me] == 0 && node_owns[me] == 0);
+	assert(owns[me] == 0 && node_owns[me] == 0);
 	done++
 }
 
@@ -1030,8 +1126,9 @@ ltl no_lost_wakeup { !<>[] (STUCK) }
 /* start(L, fair, cap): a bulkhead of L permits */
 inline start(L, fair, cap)
 {
-	limit = L;
+	lim_set = L;
 	avail = L;
+	held = 0;
 	fair_mode = fair;
 	queue_cap = cap;
 	i = 0;
@@ -1046,7 +1143,8 @@ inline start(L, fair, cap)
 inline hold(c, p)
 {
 	avail = avail - p;
-	held[c] = p;
+	held = held + p;
+	owns[c] = p;
 	ghost = ghost + p
 }
 
@@ -1137,11 +1235,11 @@ init
 	done == nclients;
 	/* quiesced: nothing in flight or queued, everyone left exactly once */
 	assert(qlen == 0 && nq == 0 && !woken && !starving);
-	assert(ghost == 0 && avail == limit);
+	assert(ghost == 0 && held == 0 && avail == lim_set);
 	i = 0;
 	do
 	:: i < NODES ->
-		assert(held[i] == 0 && node_owns[i] == 0 && joined[i] == left_q[i]);
+		assert(owns[i] == 0 && node_owns[i] == 0 && joined[i] == left_q[i]);
 		i++
 	:: else -> break
 	od;

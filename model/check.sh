@@ -85,9 +85,12 @@ mutant-timeout-no-unlink       fail safety -DCFG_basic -DFAIR=1 -DMUTANT_timeout
 mutant-unqueue-keeps-node      fail safety -DCFG_basic -DFAIR=1 -DMUTANT_unqueue_keeps_node
 mutant-wake-batch-overflow     fail safety -DCFG_close -DFAIR=1 -DMUTANT_wake_batch_overflow
 mutant-woken-mark-stays        fail safety -DCFG_basic -DFAIR=0 -DMUTANT_woken_mark_stays
+mutant-give-tests-queue-early  fail safety -DCFG_basic -DFAIR=1 -DMUTANT_give_tests_queue_early
+mutant-take1-ignores-queue     fail safety -DCFG_basic -DFAIR=1 -DMUTANT_take1_ignores_queue
 live-mutant-release-no-wake    fail live   -DCFG_basic -DFAIR=1 -DMUTANT_release_no_wake
 live-mutant-woken-mark-stays   fail live   -DCFG_basic -DFAIR=0 -DMUTANT_woken_mark_stays
 live-mutant-head-leave-no-dispatch fail live -DCFG_leave -DFAIR=1 -DMUTANT_head_leave_no_dispatch
+live-mutant-give-tests-queue-early fail live -DCFG_basic -DFAIR=1 -DMUTANT_give_tests_queue_early
 shm-2proc-1permit-2rounds pass safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2
 shm-3proc-1permit     pass safety -DNPROC=3 -DLIMIT=1
 shm-3proc-2permits    pass safety -DNPROC=3 -DLIMIT=2
