@@ -121,6 +121,7 @@ shm-mutant-free-before-commit    fail safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DMUT
 shm-mutant-no-grant-replay       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_no_grant_replay
 shm-mutant-grant-replay-ignores-state fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_grant_replay_ignores_state
 shm-mutant-grant-replay-ignores-bit   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_grant_replay_ignores_bit
+shm-mutant-rebuild-keeps-held    fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_rebuild_keeps_held
 EOF
 }
 

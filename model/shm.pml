@@ -1,7 +1,9 @@
 /*
  * The host-wide bulkhead's recovery protocol (src/shm/), checked with Spin.
  *
- * NPROC worker processes share one word (avail, the queued count, FROZEN)
+ * NPROC worker processes share one word (avail and held as the core keeps
+ * them, limit = avail + held; the queued count, FROZEN, the epoch and the
+ * grant bit)
  * and one internal lock. Each has three record words, each with its own
  * PEND window, and one queue node: the ledger (the slow paths' count) and
  * the two one-permit words, in (takes) and out (gives), which only grow;
@@ -22,7 +24,8 @@
  *            granted-but-unclaimed node back to the word, unqueue it, serve;
  *   rebuild  it died inside a window (on any of its three words), or
  *            holding the lock: freeze the word, wait until no living
- *            window is open (on any word), set avail to the limit
+ *            window is open (on any word), set held to what the living
+ *            hold (their ledgers and granted nodes) and avail to the limit
  *            less what the living hold, requeue the living's nodes, thaw,
  *            serve.
  *
@@ -51,6 +54,9 @@
  *   - conservation: whenever the word is not frozen,
  *       avail + sum(taken[i], i not gone) == LIMIT
  *     (no permit lost, none duplicated, a dead process's returned once);
+ *   - the limit never moves: avail + held == LIMIT in every state (every
+ *     change of the word moves permits between the two, a rebuild's thaw
+ *     sets held to what the living hold and avail to the rest);
  *   - in flight never above the limit: sum(using) <= LIMIT;
  *   - at quiesce (every worker finished or dead, a last caller scanned):
  *     avail == LIMIT, nothing queued, every dead process accounted for,
@@ -102,6 +108,7 @@
 
 /* the word */
 byte avail = LIMIT;
+byte held;      /* the word's held field: a take adds, a give subtracts */
 byte nq;
 bool frozen;
 bool epoch;
@@ -112,7 +119,7 @@ byte deaths;
 #define NONE 255
 bool log_open;
 bool log_epoch;
-byte log_reclaimed, log_deaths, log_avail, log_nq, log_pid;
+byte log_reclaimed, log_deaths, log_avail, log_held, log_nq, log_pid;
 /* the grant bit of the word, and the grant log: the node, NONE for none */
 bool gbit;
 byte glog_h = NONE;
@@ -141,6 +148,10 @@ byte next_ticket = 1;
 
 #define owned(j) (gone[j] -> 0 : taken[j])
 #define total (avail + owned(0) + owned(1) + owned(2) + taken[LAST])
+/* w_take(1), and s_give(): a give of at most what the word holds */
+#define W_TAKE1 avail--; held++
+#define S_GIVE(n) if :: held < (n) -> avail = avail + held; held = 0 \
+		     :: else -> avail = avail + (n); held = held - (n) fi
 #define using_sum (using[0] + using[1] + using[2])
 /* an unaccounted dead process */
 #define dead_left(j) (dead[j] && !gone[j])
@@ -151,9 +162,11 @@ byte next_ticket = 1;
 active proctype invariants()
 {
 end:	atomic {
-		!((frozen || total == LIMIT) && using_sum <= LIMIT) ->
+		!((frozen || total == LIMIT) && using_sum <= LIMIT && avail + held == LIMIT) ->
 		assert(frozen || total == LIMIT);
-		assert(using_sum <= LIMIT)
+		assert(using_sum <= LIMIT);
+		/* no change of the word moves the limit (avail + held) */
+		assert(avail + held == LIMIT)
 	}
 }
 
@@ -222,7 +235,7 @@ inline dispatch(me)
 		:: rb -> break
 		:: else
 		fi;
-		atomic { avail--; nq--; gbit = !gbit; taken[h]++ };
+		atomic { W_TAKE1; nq--; gbit = !gbit; taken[h]++ };
 		atomic {
 			nstate[h] = NS_GRANTED;
 			if
@@ -312,7 +325,7 @@ inline replay()
 		atomic { reclaimed = log_reclaimed; deaths = log_deaths };
 		atomic {
 			if
-			:: frozen -> avail = log_avail; nq = log_nq; frozen = false
+			:: frozen -> avail = log_avail; held = log_held; nq = log_nq; frozen = false
 			:: else
 			fi
 		};
@@ -354,7 +367,7 @@ inline rebuild(me, must)
 		od
 	};
 #endif
-	atomic { saved = avail; frozen = true };
+	atomic { saved = held; frozen = true };
 	/* the living, probed after the freeze */
 	atomic {
 		k = 0;
@@ -381,7 +394,7 @@ inline rebuild(me, must)
 	if
 	:: k == NPROC + 1 ->
 		/* nothing CASes a frozen word and we hold the lock */
-		atomic { avail = saved; frozen = false }
+		atomic { frozen = false }
 	:: else ->
 		/* census, log_open */
 		atomic {
@@ -392,11 +405,20 @@ inline rebuild(me, must)
 			:: else -> break
 			od;
 #endif
+			/* the thaw word: w_make(limit - held, limit, 0) */
+#ifdef MUTANT_rebuild_keeps_held
+			/* avail from the ledgers, held left as the frozen word had it */
 			log_avail = LIMIT - live_held;
+			log_held = saved;
+#else
+			log_avail = LIMIT - live_held;
+			log_held = live_held;
+#endif
+			/* reclaimed: what the word held beyond what the living hold */
 			log_reclaimed = reclaimed;
 			if
-			:: LIMIT - saved > live_held ->
-				log_reclaimed = reclaimed + (LIMIT - saved - live_held)
+			:: saved > live_held ->
+				log_reclaimed = reclaimed + (saved - live_held)
 			:: else
 			fi;
 			log_deaths = deaths;
@@ -436,7 +458,7 @@ inline rebuild(me, must)
 			od
 		};
 		atomic { reclaimed = log_reclaimed; deaths = log_deaths };
-		atomic { avail = log_avail; nq = log_nq; frozen = false };
+		atomic { avail = log_avail; held = log_held; nq = log_nq; frozen = false };
 		log_open = false;
 		dispatch(me)
 	fi
@@ -445,6 +467,15 @@ inline rebuild(me, must)
 /* reclaim (reclaim.c): every ledger of j is closed, its holdings exact. */
 inline reclaim(me, j)
 {
+	/* unqueue_proc(): its queued node leaves the word's count first, in
+	 * a CAS of its own (bhs_unqueue_locked), before anything is logged;
+	 * its state stays until clear_proc */
+	atomic {
+		if
+		:: nstate[j] == NS_WAITING -> nq--
+		:: else
+		fi
+	};
 	atomic {
 		log_reclaimed = reclaimed + holdings(j);
 		log_deaths = deaths + 1;
@@ -454,11 +485,7 @@ inline reclaim(me, j)
 	};
 	/* the commit: the permits back, the epoch flipped */
 	atomic {
-		if
-		:: nstate[j] == NS_WAITING -> nq--
-		:: else
-		fi;
-		avail = avail + holdings(j);
+		S_GIVE(holdings(j));
 		epoch = !epoch;
 		account(j);
 		reached(W_reclaim)
@@ -520,7 +547,7 @@ proctype worker(byte me)
 #endif
 			atomic {
 				if
-				:: !frozen && nq == 0 && avail > 0 -> avail--; taken[me]++; ok = true
+				:: !frozen && nq == 0 && avail > 0 -> W_TAKE1; taken[me]++; ok = true
 				:: else -> ok = false
 				fi
 			};
@@ -537,7 +564,7 @@ proctype worker(byte me)
 				pend_l[me] = true;
 				atomic {
 					if
-					:: nq == 0 && avail > 0 -> avail--; taken[me]++; ok = true
+					:: nq == 0 && avail > 0 -> W_TAKE1; taken[me]++; ok = true
 					:: else -> nq++; ok = false
 					fi
 				};
@@ -580,7 +607,7 @@ proctype worker(byte me)
 			pend_out[me] = true;
 			atomic {
 				if
-				:: !frozen && nq == 0 -> avail++; taken[me]--; ok = true
+				:: !frozen && nq == 0 && held > 0 -> avail++; held--; taken[me]--; ok = true
 				:: else -> ok = false
 				fi
 			};
@@ -590,7 +617,7 @@ proctype worker(byte me)
 			:: else ->
 				take_lock(me);
 				pend_l[me] = true;
-				atomic { avail++; taken[me]-- };
+				atomic { S_GIVE(1); taken[me]-- };
 				atomic {
 					ledger[me]--; pend_l[me] = false;
 					if
@@ -654,7 +681,7 @@ active proctype last_caller()
 	:: any_dead_left -> take_lock(me); scan(me); drop_lock(me)
 	:: else -> break
 	od;
-	assert(lock == 0 && avail == LIMIT && nq == 0 && !frozen);
+	assert(lock == 0 && avail == LIMIT && held == 0 && nq == 0 && !frozen);
 	/* a freed slot holds nothing, whatever its words counted */
 	assert(!gone[0] || holdings(0) == 0);
 	assert(!gone[1] || holdings(1) == 0);
