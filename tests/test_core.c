@@ -826,6 +826,49 @@ static void test_weighted_head_of_line_unfair(void **state)
 	weighted_head_of_line(0);
 }
 
+/* An over-release while a waiter is queued takes the locked path (a head
+ * needs serving): it must be refused there as on the fast path, or the
+ * permits it gives back would exceed the limit and reach the waiter. */
+static void over_release_with_waiter(uint32_t flags)
+{
+	bulkhead_t *bh = make_bh(2, 8, flags);
+	struct bh_async big;
+	struct bh_stats st;
+
+	memset(async_result, 0x7f, sizeof(async_result));
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &big, 2, record_async, (void *)0), 1);
+	assert_int_equal(bh_release(bh, 2), -EOVERFLOW); /* one held */
+	st = stats_of(bh);
+	assert_int_equal(st.over_released, 1);
+	assert_int_equal(st.in_flight, 1);
+	assert_int_equal(st.queued, 1);
+	assert_int_equal(async_result[0], 0x7f7f7f7f); /* not granted */
+	assert_int_equal(bh_release(bh, 1), 0); /* now both are free */
+	assert_int_equal(async_result[0], 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY); /* still 2 permits */
+	assert_int_equal(bh_release(bh, 2), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	st = stats_of(bh);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.over_released, 2);
+	assert_int_equal(bh_try_acquire(bh, 2), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	bh_destroy(bh);
+}
+
+static void test_over_release_with_waiter_fair(void **state)
+{
+	(void)state;
+	over_release_with_waiter(BH_FAIR);
+}
+
+static void test_over_release_with_waiter_unfair(void **state)
+{
+	(void)state;
+	over_release_with_waiter(0);
+}
+
 /* When the big head leaves, the followers that now fit are granted at once. */
 static void test_head_leaves_followers_granted(void **state)
 {
@@ -1699,6 +1742,8 @@ int main(void)
 		cmocka_unit_test(test_unfair_starvation_guard),
 		cmocka_unit_test(test_weighted_head_of_line_fair),
 		cmocka_unit_test(test_weighted_head_of_line_unfair),
+		cmocka_unit_test(test_over_release_with_waiter_fair),
+		cmocka_unit_test(test_over_release_with_waiter_unfair),
 		cmocka_unit_test(test_head_leaves_followers_granted),
 		cmocka_unit_test(test_blocking_head_timeout_grants_followers),
 		cmocka_unit_test(test_close_wakes_waiters),
