@@ -566,6 +566,37 @@ static void test_unfair_starvation_guard(void **state)
 	shm_done(bh, name);
 }
 
+/* A grant to a waiter that went to sleep must wake it: its sleep is
+ * otherwise only ended by its next look for the dead (poll_ns, 100 ms) or
+ * its deadline. The release is made while the waiter sleeps; the wake it
+ * owes is issued before the release returns. */
+static int grant_while_sleeping(struct fake_sync *f, unsigned call)
+{
+	unsigned before = fake_wakes(f);
+
+	assert_int_equal(call, 0);
+	assert_int_equal(bh_release(f->bh, 1), 0); /* handed to the sleeper */
+	assert_int_equal(fake_wakes(f), before + 1);
+	return 0;
+}
+
+static void test_grant_wakes_sleeper(void **state)
+{
+	const char *name = uniq("wake");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct fake_sync f;
+
+	(void)state;
+	fake_shm(&f, bh, grant_while_sleeping);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 1);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
 /* The queue is bounded host-wide: a full queue rejects at once. */
 static void test_queue_full_rejects(void **state)
 {
@@ -1039,6 +1070,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_leaves_queue),
 		cmocka_unit_test(test_eintr_and_polls_are_retried),
 		cmocka_unit_test(test_unfair_starvation_guard),
+		cmocka_unit_test(test_grant_wakes_sleeper),
 		cmocka_unit_test(test_queue_full_rejects),
 		cmocka_unit_test(test_stress_fair),
 		cmocka_unit_test(test_stress_unfair),
