@@ -597,6 +597,50 @@ static void test_grant_wakes_sleeper(void **state)
 	shm_done(bh, name);
 }
 
+/* A waiter granted its permit and cancelled before it saw the grant: the
+ * cleanup gives the permit back, so nothing stays taken in the word. */
+static int grant_then_cancel(struct fake_sync *f, unsigned call)
+{
+	(void)call;
+	assert_int_equal(bh_release(f->bh, 1), 0); /* handed to us */
+	pthread_cancel(pthread_self());
+	pthread_testcancel();
+	fail_msg("not cancelled");
+	return 0;
+}
+
+static void *cancelled_grantee(void *arg)
+{
+	bh_acquire(arg, 1, BH_FOREVER);
+	return NULL; /* not reached: cancelled inside */
+}
+
+static void test_cancel_after_grant_gives_back(void **state)
+{
+	const char *name = uniq("cancel-grant");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR); /* fair: a handoff */
+	struct fake_sync f;
+	struct bh_stats st;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	fake_shm(&f, bh, grant_then_cancel);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, cancelled_grantee, bh), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	st = stats_of(bh);
+	assert_int_equal(st.cancelled, 1);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* the permit is back */
+	assert_int_equal(bh_release(bh, 1), 0);
+	assert_int_equal(bh_release(bh, 1), -EOVERFLOW);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
 /* The queue is bounded host-wide: a full queue rejects at once. */
 static void test_queue_full_rejects(void **state)
 {
@@ -1071,6 +1115,7 @@ int main(void)
 		cmocka_unit_test(test_eintr_and_polls_are_retried),
 		cmocka_unit_test(test_unfair_starvation_guard),
 		cmocka_unit_test(test_grant_wakes_sleeper),
+		cmocka_unit_test(test_cancel_after_grant_gives_back),
 		cmocka_unit_test(test_queue_full_rejects),
 		cmocka_unit_test(test_stress_fair),
 		cmocka_unit_test(test_stress_unfair),
