@@ -1156,6 +1156,28 @@ static void pool_run_times_are_samples(void **state)
 	bh_pool_destroy(pool);
 }
 
+/* A pool that admits fewer than an algorithm's default floor (AIMD's 20):
+ * the defaulted floor yields to the pool's room, and the attach succeeds
+ * with the limit inside [floor, room]. */
+static void pool_smaller_than_default_floor(void **state)
+{
+	struct bh_pool_config pc = { .max_threads = 4, .queue_capacity = 8 };
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD };
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a = NULL;
+	bh_pool_t *pool;
+
+	(void)state;
+	assert_int_equal(bh_pool_create(&pc, &pool), 0);
+	assert_int_equal(bh_adaptive_attach_pool(pool, &c, &a), 0);
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	assert_int_equal(st.max_limit, 12);
+	assert_int_equal(st.min_limit, 12);
+	assert_int_equal(st.limit, 12);
+	bh_adaptive_detach(a);
+	bh_pool_destroy(pool);
+}
+
 /* A shrunk admission limit holds even though the pool keeps permits of
  * finished tasks cached: with a controller attached, the cache gives them
  * back while the bulkhead is over its limit. */
@@ -1601,6 +1623,7 @@ int main(void)
 		cmocka_unit_test(threads_on_a_real_bulkhead),
 		cmocka_unit_test(hold_times_are_samples),
 		cmocka_unit_test(pool_run_times_are_samples),
+		cmocka_unit_test(pool_smaller_than_default_floor),
 		cmocka_unit_test(pool_shrink_holds),
 		cmocka_unit_test(prometheus_export),
 		cmocka_unit_test(probe_ends_without_drain),
