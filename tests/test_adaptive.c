@@ -816,6 +816,27 @@ static void default_rules(void **state)
 	assert_int_equal(g.u.own.base, 50 * MS);
 }
 
+/* The default algorithm under an explicit ceiling: slow start and then the
+ * growth by sqrt/2 both stop at max_limit, window after window. */
+static void default_growth_stops_at_ceiling(void **state)
+{
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_DEFAULT, .seed = 7, .max_limit = 50 };
+	struct bha_algo g;
+	struct bha_verdict v;
+	struct bha_window w;
+
+	(void)state;
+	bha_algo_init(&g, &c, 40, 0, &v);
+	w = win(16, 0, 10 * MS, 4);
+	w.probe = true;
+	assert_int_equal(step(&g, &v, w), 40);
+	for (int i = 0; i < 8; i++) { /* at the baseline, in use: it would grow */
+		step(&g, &v, win(100, 0, 10 * MS, v.limit));
+		assert_true(v.limit <= 50);
+	}
+	assert_int_equal(v.limit, 50);
+}
+
 /* ---- many threads ---------------------------------------------------------------- */
 
 #define T_SAMPLES 20000
@@ -1618,6 +1639,7 @@ int main(void)
 		cmocka_unit_test(gradient2_rules),
 		cmocka_unit_test(envoy_rules),
 		cmocka_unit_test(default_rules),
+		cmocka_unit_test(default_growth_stops_at_ceiling),
 		cmocka_unit_test(threads_lose_no_sample),
 		cmocka_unit_test(threads_beyond_the_shards),
 		cmocka_unit_test(threads_on_a_real_bulkhead),
