@@ -15,6 +15,7 @@
 #include "bulkhead/cluster.h"
 #include "bulkhead/metrics.h"
 #include "endpoint.h"
+#include "core/layer.h"
 #include "src/cluster/lease_lua.h" /* generated: BHC_LEASE_LUA */
 
 #define LEASE (600 * BH_MSEC)
@@ -444,6 +445,42 @@ static void test_adaptive_moves_the_share_cap(void **state)
 	assert_int_equal(cstats(bh).share, 9);
 	assert_int_equal(cstats(bh).global_limit, 10);
 	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
+/* The cap moves down while a renewal asked under the old one is in flight:
+ * the store's answer grants by the old cap, and the instance applies no
+ * more than the cap in force when the answer comes. */
+static void test_cap_cut_during_renewal_holds(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 10);
+	uint64_t end = bh_now_ns() + 5 * BH_SEC, rt, ren;
+	struct bhi_layer *l;
+	bulkhead_t *bh;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, NULL, &bh), 0);
+	assert_int_equal(cstats(bh).share, 10);
+	for (;;) { /* one pass at a time until a renewal is sent, not answered */
+		assert_true(bh_now_ns() < end);
+		rt = cstats(bh).round_trips;
+		ren = cstats(bh).renewals;
+		assert_int_equal(bh_cluster_step(bh, 0), 0);
+		if (cstats(bh).round_trips > rt && cstats(bh).renewals == ren)
+			break;
+		usleep(1000);
+	}
+	l = bhi_layer_of(bh);
+	assert_int_equal(l->adapt_set(l, 4), 0); /* as a controller would */
+	assert_int_equal(cstats(bh).share, 4);
+	step_until_renewals(bh, ren + 1); /* the answer: granted by cap 10 */
+	assert_int_equal(cstats(bh).granted, 10);
+	assert_int_equal(cstats(bh).share, 4);
+	assert_int_equal(bh_try_acquire(bh, 4), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 4), 0);
 	bh_destroy(bh);
 }
 
@@ -2013,6 +2050,7 @@ int main(void)
 		cmocka_unit_test(test_single_instance_gets_the_limit),
 		cmocka_unit_test(test_local_cap_and_name),
 		cmocka_unit_test(test_adaptive_moves_the_share_cap),
+		cmocka_unit_test(test_cap_cut_during_renewal_holds),
 		cmocka_unit_test(test_learning_period_on_a_new_store),
 		cmocka_unit_test(test_share_zero_then_destroy_gives_back),
 		cmocka_unit_test(test_open_rejects_bad_config),
