@@ -1601,6 +1601,71 @@ static void test_cancel_in_swapped_done(void **state)
 	assert_int_equal(c.status, -ECANCELED);
 }
 
+/* DISCARD_OLDEST drops a queued call whose caller sleeps: the caller is
+ * told at once (a wake on its task's word), not at its deadline. The fake's
+ * waits end on any change of the word, so the wakes are counted by word. */
+static _Atomic(void *) watched_word;
+static _Atomic unsigned watched_wakes;
+
+static void wake_watched(void *ctx, _Atomic uint32_t *word, bool all)
+{
+	if ((void *)word == atomic_load(&watched_word))
+		atomic_fetch_add(&watched_wakes, 1);
+	fake_wake(ctx, word, all);
+}
+
+struct sleeping_call {
+	bh_pool_t *pool;
+	struct ttask *tt;
+	int result;
+};
+
+static void *sleeping_call_main(void *arg)
+{
+	struct sleeping_call *c = arg;
+
+	c->result = bh_pool_call(c->pool, &c->tt->task, BH_FOREVER);
+	return NULL;
+}
+
+static void test_dropped_call_woken(void **state)
+{
+	struct vsync v;
+	bh_pool_t *p;
+	struct ttask a, b, c;
+	struct sleeping_call sc;
+	struct gate g;
+	pthread_t th;
+	unsigned wakes;
+
+	(void)state;
+	vs_init(&v);
+	v.f.ops.wake = wake_watched;
+	gate_init(&g);
+	p = make_pool(1, 1, 1, BH_POOL_DISCARD_OLDEST, &v);
+	tt_init(&a, &g);
+	tt_init(&b, NULL);
+	tt_init(&c, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(a.started);
+	atomic_store(&watched_word, (void *)&b.task.priv.state);
+	atomic_store(&watched_wakes, 0);
+	sc = (struct sleeping_call){ .pool = p, .tt = &b, .result = 99 };
+	assert_int_equal(pthread_create(&th, NULL, sleeping_call_main, &sc), 0);
+	fake_await(&v.f, BHI_WAIT_CALL, 1); /* queued, its caller asleep */
+	assert_int_equal(bh_pool_submit(p, &c.task), 0); /* swaps b out */
+	wakes = atomic_load(&watched_wakes); /* checked once all is torn down */
+	fake_advance(&v.f, 0); /* a lost wake would leave the fake caller asleep */
+	assert_int_equal(pthread_join(th, NULL), 0);
+	gate_open(&g);
+	AWAIT(pstats(p).completed == 2);
+	atomic_store(&watched_word, NULL);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	assert_int_equal(sc.result, -ECANCELED);
+	assert_int_equal(b.runs, 0);
+	assert_int_equal(wakes, 1);
+}
+
 /* bh_pool_shutdown_now is not a cancellation point: a request pending on
  * its thread, acted on in the done of the first dropped task, must not cut
  * it short, leaving the other dropped tasks unreported and their permits
@@ -2920,6 +2985,7 @@ int main(void)
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_sizing_matches_tools),
 		cmocka_unit_test(test_cancel_in_swapped_done),
+		cmocka_unit_test(test_dropped_call_woken),
 		cmocka_unit_test(test_cancel_in_shutdown_now_done),
 		cmocka_unit_test(test_shutdown_deadline_while_done_runs),
 		cmocka_unit_test(test_given_up_slot_free_in_done),
