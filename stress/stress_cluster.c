@@ -14,6 +14,7 @@
  * else fails. Ends with each instance still served. BH_STRESS_SEED replays
  * the choice of faults. Passes, saying so, without redis-server. */
 #define _GNU_SOURCE /* pipe2, accept4 */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,17 @@ static void cleanup(void)
 {
 	rig_kill_all();
 	redis_stop(&srv);
+}
+
+/* Stopped from outside (stress/run.sh's timeout on a hang, ^C): the server
+ * runs in a process group of its own and outlives us unless taken along
+ * here, with its temporary directory. kill, waitpid, unlink and rmdir are
+ * async-signal-safe. */
+static void on_signal(int sig)
+{
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
 }
 
 static long long reported(void)
@@ -138,6 +150,9 @@ int main(void)
 		return 0;
 	}
 	atexit(cleanup);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGHUP, on_signal);
 	RIG_CHECK(r == 0 && find_inst() == 0 && backend_start() == 0);
 	end = rh_now() + (uint64_t)((secs ? atof(secs) : 3) * 1e9);
 	rig_fresh = false; /* a store found empty is re-learned: every restart too */
