@@ -65,16 +65,20 @@ tests_loopback_probe_SOURCES = tests/loopback_probe.c
 # The wrapper hands the test make's list of shipped files.
 TESTS += tests/test_dist
 check_SCRIPTS += tests/test_dist
-CLEANFILES += tests/test_dist tests/test_dist.files
+CLEANFILES += tests/test_dist tests/test_dist.files tests/test_dist.made
 EXTRA_DIST += tests/test_dist.sh
 tests/test_dist: $(srcdir)/tests/test_dist.sh Makefile
 	$(AM_V_GEN)$(MKDIR_P) tests && \
 	for f in $(DISTFILES); do \
 		case $$f in $(srcdir)/*) f=$${f#$(srcdir)/} ;; esac; \
 		echo "$$f"; \
-	done | sort -u >tests/test_dist.files && { \
+	done | sort -u >tests/test_dist.files && \
+	for f in $(BUILT_SOURCES) $(CLEANFILES) $(DISTCLEANFILES); do \
+		echo "$$f"; \
+	done | sort -u >tests/test_dist.made && { \
 		echo '#!/bin/sh'; \
 		echo 'BH_DISTFILES="$(abs_top_builddir)/tests/test_dist.files"; export BH_DISTFILES'; \
+		echo 'BH_MADEFILES="$(abs_top_builddir)/tests/test_dist.made"; export BH_MADEFILES'; \
 		echo 'top_srcdir="$(abs_top_srcdir)"; export top_srcdir'; \
 		echo 'exec $(SHELL) "$(abs_top_srcdir)/tests/test_dist.sh" "$$@"'; \
 	} >$@.tmp && chmod +x $@.tmp && mv $@.tmp $@
