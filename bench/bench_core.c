@@ -1,5 +1,8 @@
 /* The core limiter side by side with its anchors, in one run:
- *   - two bare atomic RMWs (the floor for an acquire+release pair),
+ *   - two bare atomic RMWs (the floor for an acquire+release pair), and
+ *     two CASes that a real limiter's functions would be: each loads and
+ *     tests the word first, and is called through a pointer as a shared
+ *     library's function is (through its PLT entry),
  *   - glibc sem_t (barging, no queue),
  *   - a strict-FIFO mutex+condvar semaphore with per-waiter condvars and
  *     direct handoff (the best one can do with those primitives),
@@ -123,10 +126,14 @@ static void ticket_release(struct ticket_sem *s)
 
 /* ---- the contenders behind one interface ---------------------------------- */
 
-enum impl { I_ATOMIC, I_CAS, I_SEM, I_FIFO, I_TICKET, I_BH_UNFAIR, I_BH_FAIR, I_COUNT };
+/* The contended figures run I_SEM to I_BH_FAIR (--only numbers them so);
+ * the floors are for the uncontended pair only. */
+enum impl { I_ATOMIC, I_CAS, I_SEM, I_FIFO, I_TICKET, I_BH_UNFAIR, I_BH_FAIR, I_CALLED, I_COUNT };
+#define I_CONTENDED_END I_CALLED
 static const char *impl_name[I_COUNT] = {
-	"2 bare xadd",        "2 bare CAS",         "glibc sem_t",         "FIFO mutex+condvar",
-	"ticket mutex+condvar", "libbulkhead unfair", "libbulkhead BH_FAIR",
+	"2 bare xadd",          "2 bare CAS",          "glibc sem_t",
+	"FIFO mutex+condvar",   "ticket mutex+condvar", "libbulkhead unfair",
+	"libbulkhead BH_FAIR",  "2 called CAS",
 };
 
 struct lim {
@@ -171,6 +178,32 @@ static inline void bare_cas(_Atomic long *w, long from, long to)
 						memory_order_relaxed);
 }
 
+/* The least a limiter's own functions can do: load the word, test it (a
+ * permit free, some permit held), CAS. Each is called through a pointer,
+ * as a shared library's function is through its PLT entry, so the pair
+ * pays what any pair of calls pays between its locked instructions (the
+ * return address's store, the pointer's load): the floor for a limiter
+ * that is not inlined into its caller. Nothing is counted, nothing
+ * checked beyond the one test. */
+static __attribute__((noinline)) bool called_take(_Atomic long *w)
+{
+	long v = atomic_load_explicit(w, memory_order_relaxed);
+
+	return v > 0 && atomic_compare_exchange_strong_explicit(w, &v, v - 1, memory_order_acquire,
+								memory_order_relaxed);
+}
+
+static __attribute__((noinline)) bool called_give(_Atomic long *w)
+{
+	long v = atomic_load_explicit(w, memory_order_relaxed);
+
+	return v < 1 && atomic_compare_exchange_strong_explicit(w, &v, v + 1, memory_order_release,
+							       memory_order_relaxed);
+}
+
+static bool (*volatile called_take_fn)(_Atomic long *) = called_take;
+static bool (*volatile called_give_fn)(_Atomic long *) = called_give;
+
 static inline bool lim_try(struct lim *l)
 {
 	switch (l->kind) {
@@ -180,6 +213,8 @@ static inline bool lim_try(struct lim *l)
 	case I_CAS:
 		bare_cas(&l->word, 1, 0);
 		return true;
+	case I_CALLED:
+		return called_take_fn(&l->word);
 	case I_SEM:
 		return sem_trywait(&l->sem) == 0;
 	case I_FIFO:
@@ -196,6 +231,7 @@ static inline void lim_acquire(struct lim *l)
 	switch (l->kind) {
 	case I_ATOMIC:
 	case I_CAS:
+	case I_CALLED:
 		abort(); /* uncontended anchors only */
 	case I_SEM:
 		while (sem_wait(&l->sem) != 0)
@@ -221,6 +257,10 @@ static inline void lim_release(struct lim *l)
 		break;
 	case I_CAS:
 		bare_cas(&l->word, 0, 1);
+		break;
+	case I_CALLED:
+		if (!called_give_fn(&l->word))
+			abort();
 		break;
 	case I_SEM:
 		sem_post(&l->sem);
@@ -498,8 +538,8 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			if (sscanf(optarg, "%d,%d,%d", &only_impl, &only_thr, &only_permits) != 3 ||
-			    only_impl < I_SEM || only_impl >= I_COUNT || only_thr < 1 || only_thr > 64 ||
-			    only_permits < 1) {
+			    only_impl < I_SEM || only_impl >= I_CONTENDED_END || only_thr < 1 ||
+			    only_thr > 64 || only_permits < 1) {
 				usage(argv[0]);
 				return 2;
 			}
@@ -554,11 +594,12 @@ int main(int argc, char **argv)
 		unm[k] = bench_median(rs, reps);
 		printf("  %-22s %7.2f\n", impl_name[k], unm[k]);
 	}
-	/* pair_ratio[bh][anchor]: unfair/fair against sem_t, 2 bare CAS, 2 bare xadd */
-	static const int anchors[3] = { I_SEM, I_CAS, I_ATOMIC };
-	double pr[2][3];
+	/* pair_ratio[bh][anchor]: unfair/fair against sem_t, 2 bare CAS, 2 bare
+	 * xadd, 2 called CAS */
+	static const int anchors[4] = { I_SEM, I_CAS, I_ATOMIC, I_CALLED };
+	double pr[2][4];
 	for (int b = 0; b < 2; b++)
-		for (int a = 0; a < 3; a++) {
+		for (int a = 0; a < 4; a++) {
 			for (int i = 0; i < reps; i++)
 				rs[i] = un[I_BH_UNFAIR + b][i] / un[anchors[a]][i];
 			pr[b][a] = bench_median(rs, reps);
@@ -570,6 +611,14 @@ int main(int argc, char **argv)
 	       pr[0][0], pr[1][0], pair_sem ? "met" : "MISSED", pr[0][1], pr[1][1],
 	       pair_cas ? "met" : "MISSED");
 	printf("  pair / 2 bare xadd: unfair %.2fx, fair %.2fx\n", pr[0][2], pr[1][2]);
+	for (int i = 0; i < reps; i++)
+		rs[i] = un[I_SEM][i] / un[I_CAS][i];
+	double sem_cas = bench_median(rs, reps);
+	for (int i = 0; i < reps; i++)
+		rs[i] = un[I_CALLED][i] / un[I_CAS][i];
+	printf("  pair / 2 called CAS: unfair %.2fx, fair %.2fx"
+	       " (2 called CAS / 2 bare CAS %.2fx, sem_t / 2 bare CAS %.2fx)\n",
+	       pr[0][3], pr[1][3], bench_median(rs, reps), sem_cas);
 
 	static const int cfg[][2] = { { 2, 1 }, { 2, 4 }, { 8, 1 }, { 8, 4 } };
 	printf("\ncontended acquire+~100ns+release, Mops/s (median of %d x %u ms)\n", reps, ms);
@@ -578,13 +627,13 @@ int main(int argc, char **argv)
 	double cr[3][4]; /* unfair/sem_t, fair/FIFO, fair/ticket */
 	for (int j = 0; j < 4; j++)
 		for (int i = 0; i < reps; i++)
-			for (int n = 0; n < I_COUNT - I_SEM; n++) {
-				int k = I_SEM + (n + i) % (I_COUNT - I_SEM);
+			for (int n = 0; n < I_CONTENDED_END - I_SEM; n++) {
+				int k = I_SEM + (n + i) % (I_CONTENDED_END - I_SEM);
 
 				runs[k][j][i] = contended_ops((enum impl)k, cfg[j][0],
 							      (unsigned)cfg[j][1], ms);
 			}
-	for (int k = I_SEM; k < I_COUNT; k++) {
+	for (int k = I_SEM; k < I_CONTENDED_END; k++) {
 		printf("  %-22s", impl_name[k]);
 		for (int j = 0; j < 4; j++) {
 			memcpy(rs, runs[k][j], sizeof(double) * (size_t)reps);

@@ -127,6 +127,12 @@ sec == "u" && /guard:/ {
 	}
 }
 sec == "u" && /2 bare xadd:/ { gsub(/[x,]/, " "); rx = $(NF - 2); rxf = $NF }
+sec == "u" && /2 called CAS:/ {
+	gsub(/[x,;()]/, " ")
+	for (i = 1; i <= NF; i++)
+		if ($i == "CAS:") { rk = $(i + 2); rkf = $(i + 4) }
+	kc = $(NF - 6); sc = $NF
+}
 sec == "c" && /glibc sem_t/ { for (j = 1; j <= 4; j++) csem[j] = last(j) }
 sec == "c" && /FIFO mutex\+condvar/ { for (j = 1; j <= 4; j++) cfifo[j] = last(j) }
 sec == "c" && /ticket mutex\+condvar/ { for (j = 1; j <= 4; j++) ctick[j] = last(j) }
@@ -144,6 +150,7 @@ END {
 	print "| --- | --- | --- | --- |"
 	printf "| uncontended try+release pair | %s ns (`BH_FAIR` %s) | glibc `sem_t` %s ns | %s× the time (`BH_FAIR` %s×) |\n", un, fa, sem, rs, rsf
 	printf "| the same pair against its floor | | two bare CAS | %s× the time (`BH_FAIR` %s×); two bare `xadd`s: %s× (%s×) |\n", rc, rcf, rx, rxf
+	printf "| the same pair against two CASes called as a library is | | two called CAS (%s× two bare CAS; `sem_t` %s×) | %s× the time (`BH_FAIR` %s×) |\n", kc, sc, rk, rkf
 	printf "| unfair, 8 threads / 1 permit, ~100 ns held | %s Mops/s | `sem_t` %s | %s× |\n", cun[3], csem[3], run_[3]
 	printf "| unfair, 2 threads / 1 permit | %s Mops/s | `sem_t` %s | %s× |\n", cun[1], csem[1], run_[1]
 	printf "| `BH_FAIR`, 8 threads / 1 permit | %s Mops/s | FIFO mutex+condvar %s (per-waiter condvars), %s (tickets + broadcast) | %s×, %s× |\n", cfa[3], cfifo[3], ctick[3], rfifo[3], rtick[3]
