@@ -296,6 +296,21 @@ arm_singles(bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned 
 	return arm_many(t, &v, ops, got, bh, n, 1, sqes, 0);
 }
 
+/* arm_many for chains on a ring of 64-byte SQEs, nothing to sample: a
+ * function of its own for arm_singles' reason, and with the pair (a write
+ * linked to a read, the commonest chain) a copy whose inner loop is gone
+ * (callgrind: 42 instructions a pair, against 67 in get_many's own loop,
+ * where nr and the SQE's size are unknown). */
+static __attribute__((noinline)) unsigned
+arm_chains(bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned got,
+	   bulkhead_t *bh, uint32_t n, unsigned nr, struct io_uring_sqe **sqes)
+{
+	v.entry = 1;
+	if (nr == 2)
+		return arm_many(t, &v, ops, got, bh, n, 2, sqes, 0);
+	return arm_many(t, &v, ops, got, bh, n, nr, sqes, 0);
+}
+
 /* Up to count idle ops, nr SQEs each (op i's are sqes[i * nr] on): one
  * update of bh when all fit. The batch ends before a record in use, and
  * the permits of the ops it could not arm go back. Inlined into each
@@ -333,6 +348,8 @@ get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh
 		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, start);
 	else if (BHI_LIKELY(nr == 1 && v.entry == 1))
 		armed = arm_singles(t, v, ops, (unsigned)got, bh, n, sqes);
+	else if (v.entry == 1)
+		armed = arm_chains(t, v, ops, (unsigned)got, bh, n, nr, sqes);
 	else /* a copy of the loop with no sampling in it */
 		armed = arm_many(t, &v, ops, (unsigned)got, bh, n, nr, sqes, 0);
 	if (armed < (unsigned)got)
@@ -632,26 +649,34 @@ static inline uint64_t counts_armed(unsigned nr)
 	return nr * counts_make(1, 1, 0, 0) + counts_make(0, 0, OP_ARMED, 0);
 }
 
+/* next_op for an op of nr SQEs, then tracked, and its last SQE sealed. */
+static inline __attribute__((always_inline)) bool
+seal_next(const struct sq_view *v, struct bh_uring_op *op, unsigned nr, unsigned *sealed)
+{
+	if (!next_op(v, op, nr, *sealed))
+		return false;
+	op->state = OP_INFLIGHT;
+	*sealed = op->sqe_idx + nr - 1u; /* its last SQE */
+	return true;
+}
+
 /* The batch's common op: armed with nothing to sample, right after the SQE
- * last sealed (next_op); a one-SQE op is the commonest. Tracked, and its
- * last SQE sealed. */
+ * last sealed (next_op). A one-SQE op is the commonest, then a pair (a
+ * write linked to a read): each has a copy with its loops gone. */
 static inline __attribute__((always_inline)) bool
 track_next(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op *op,
 	   unsigned *sealed)
 {
 	uint64_t c;
-	unsigned nr;
 
 	if (!op || op->t != t)
 		return false;
 	c = counts_of(op);
-	nr = op->nr;
-	if (!(c == counts_armed(1) ? next_op(v, op, 1, *sealed)
-				    : c == counts_armed(nr) && next_op(v, op, nr, *sealed)))
-		return false;
-	op->state = OP_INFLIGHT;
-	*sealed = op->sqe_idx + nr - 1u; /* its last SQE */
-	return true;
+	if (c == counts_armed(1))
+		return seal_next(v, op, 1, sealed);
+	if (c == counts_armed(2))
+		return seal_next(v, op, 2, sealed);
+	return c == counts_armed(op->nr) && seal_next(v, op, op->nr, sealed);
 }
 
 /* Track ops[0..count) while they are such ops: how many. A function of its
