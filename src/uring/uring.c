@@ -679,18 +679,33 @@ track_next(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op *op,
 	return c == counts_armed(op->nr) && seal_next(v, op, op->nr, sealed);
 }
 
-/* Track ops[0..count) while they are such ops: how many. A function of its
- * own that calls nothing, so that the loop's values stay in registers. */
+/* Track ops[0..count) while they are such ops: how many. */
+static inline __attribute__((always_inline)) unsigned
+track_many(const bh_uring_t *t, struct sq_view v, struct bh_uring_op **ops, unsigned count,
+	   unsigned *sealed)
+{
+	unsigned last = *sealed, i;
+
+	for (i = 0; i < count && track_next(t, &v, ops[i], &last); i++)
+		;
+	*sealed = last;
+	return i;
+}
+
+/* track_many in a function of its own that calls nothing, so that the
+ * loop's values stay in registers; on a ring of 64-byte SQEs (the common
+ * one) a copy where the SQE's size is a constant, as arm_singles does. */
 static __attribute__((noinline)) unsigned
 track_run(const bh_uring_t *t, const struct sq_view *v, struct bh_uring_op **ops,
 	  unsigned count, unsigned *sealed)
 {
-	unsigned last = *sealed, i;
+	struct sq_view w = *v;
 
-	for (i = 0; i < count && track_next(t, v, ops[i], &last); i++)
-		;
-	*sealed = last;
-	return i;
+	if (BHI_LIKELY(w.entry == 1)) {
+		w.entry = 1;
+		return track_many(t, w, ops, count, sealed);
+	}
+	return track_many(t, w, ops, count, sealed);
 }
 
 /* An op track_run stopped at: misuse, an op whose SQEs are not next to the
