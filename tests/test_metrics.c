@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <locale.h>
 #include <math.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -33,6 +34,11 @@ static void test_bucket_boundaries(void **state)
 	bh_hist_bounds(0, &lo, &hi);
 	assert_int_equal(lo, 0);
 	assert_int_equal(hi, 1024);
+	/* the last bucket is open-ended: nothing recorded is above its upper
+	 * bound, whatever the exporter or the caller compares it with */
+	bh_hist_bounds(BH_HIST_BUCKETS - 1, &lo, &hi);
+	assert_int_equal(lo, 1ull << 36);
+	assert_true(hi == UINT64_MAX);
 	/* every bucket: contiguous with the next, and at most 6.25% wide */
 	for (unsigned b = 1; b < BH_HIST_BUCKETS - 1; b++) {
 		uint64_t lo2, hi2;
@@ -292,6 +298,43 @@ static void test_hold_without_a_slot(void **state)
 	assert_int_equal(stats_of(bh).hold.count, 10);
 	assert_int_equal(stats_of(bh).acquired, 10);
 	bh_destroy(bh);
+}
+
+/* Hold times are recorded in shards picked by thread index: stats merge
+ * every shard, so a hold recorded by any thread is counted once. The
+ * threads live together until each has recorded, so their indexes differ
+ * (the lowest free ones, consecutive: every shard is hit). */
+struct shard_holds {
+	bulkhead_t *bh;
+	pthread_barrier_t all_in;
+};
+
+static void *one_hold_then_wait(void *arg)
+{
+	struct shard_holds *sh = arg;
+
+	assert_int_equal(bh_try_acquire(sh->bh, 1), 0);
+	assert_int_equal(bh_release(sh->bh, 1), 0);
+	pthread_barrier_wait(&sh->all_in);
+	return NULL;
+}
+
+static void test_hold_counted_from_every_shard(void **state)
+{
+	enum { N = 2 * BHI_HOLD_SHARDS };
+	struct shard_holds sh = { .bh = make_bh(N, 0, BH_TRACK_HOLD) };
+	pthread_t t[N];
+
+	(void)state;
+	pthread_barrier_init(&sh.all_in, NULL, N);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, one_hold_then_wait, &sh), 0);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&sh.all_in);
+	assert_int_equal(stats_of(sh.bh).acquired, N);
+	assert_int_equal(stats_of(sh.bh).hold.count, N);
+	bh_destroy(sh.bh);
 }
 
 /* A permit this thread took and another thread gave back leaves this
@@ -663,6 +706,33 @@ static void test_json(void **state)
 	bh_destroy(bh);
 }
 
+/* JSON forbids every raw control character in a string (RFC 8259 7):
+ * each of U+0001..U+001F in a name is written as its \\u escape. */
+static void test_json_escapes_every_control_character(void **state)
+{
+	char name[32], want[32 * 6 + 16], text[8192];
+	struct bh_config cfg = { .max_concurrent = 1, .name = name };
+	bulkhead_t *bh;
+	size_t w;
+
+	(void)state;
+	for (int c = 1; c < 0x20; c++)
+		name[c - 1] = (char)c;
+	name[0x1f] = '\0';
+	w = (size_t)sprintf(want, "{\"name\":\"");
+	for (int c = 1; c < 0x20; c++)
+		w += (size_t)sprintf(want + w, "\\u%04x", c);
+	sprintf(want + w, "\",");
+	assert_int_equal(bh_create(&cfg, &bh), 0);
+	struct bh_metric_set set = { .bulkheads = &bh, .n_bulkheads = 1 };
+	ssize_t len = bh_metrics_json(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	assert_non_null(strstr(text, want));
+	for (const char *p = text; *p; p++)
+		assert_true((unsigned char)*p >= 0x20 || *p == '\n');
+	bh_destroy(bh);
+}
+
 /* Pools export their snapshot; the text parses back to bh_pool_stats. */
 static void run_nothing(struct bh_task *t)
 {
@@ -731,6 +801,66 @@ static bool valid_utf8(const unsigned char *s)
 		s += n;
 	}
 	return true;
+}
+
+/* Every field of bh_pool_stats is in a pool's JSON object, under its
+ * Prometheus name less the prefix and _total, with the value stats give. */
+static sem_t pool_go;
+
+static void run_until_go(struct bh_task *t)
+{
+	(void)t;
+	sem_wait(&pool_go);
+}
+
+static uint64_t json_pool_field(const char *text, const char *key)
+{
+	char k[64];
+	const char *p = strstr(text, "\"pools\":[");
+
+	assert_non_null(p);
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	p = strstr(p, k);
+	assert_non_null(p);
+	return strtoull(p + strlen(k), NULL, 10);
+}
+
+static void test_json_pool_has_every_field(void **state)
+{
+	struct bh_pool_config cfg = { .name = "p", .max_threads = 1 };
+	struct bh_task a = { .run = run_until_go }, b = { .run = run_nothing };
+	struct bh_pool_stats ps;
+	static char text[16 * 1024];
+	bh_pool_t *pool;
+
+	(void)state;
+	sem_init(&pool_go, 0, 0);
+	assert_int_equal(bh_pool_create(&cfg, &pool), 0);
+	assert_int_equal(bh_pool_submit(pool, &a), 0);
+	assert_int_equal(bh_pool_submit(pool, &b), -EBUSY); /* one rejection */
+	sem_post(&pool_go);
+	assert_int_equal(bh_pool_shutdown(pool, BH_FOREVER), 0); /* stats stand still */
+	bh_pool_stats(pool, &ps);
+	assert_int_equal(ps.rejected, 1);
+	struct bh_metric_set set = { .pools = &pool, .n_pools = 1 };
+	ssize_t len = bh_metrics_json(&set, text, sizeof(text));
+	assert_true(len > 0 && len < (ssize_t)sizeof(text));
+	assert_int_equal(json_pool_field(text, "threads"), ps.alive);
+	assert_int_equal(json_pool_field(text, "active_threads"), ps.active);
+	assert_int_equal(json_pool_field(text, "queued"), ps.queued);
+	assert_int_equal(json_pool_field(text, "largest_threads"), ps.largest);
+	assert_int_equal(json_pool_field(text, "abandoned_running"), ps.abandoned_running);
+	assert_int_equal(json_pool_field(text, "core_threads"), ps.core_threads);
+	assert_int_equal(json_pool_field(text, "max_threads"), ps.max_threads);
+	assert_int_equal(json_pool_field(text, "queue_capacity"), ps.queue_capacity);
+	assert_int_equal(json_pool_field(text, "submitted"), ps.submitted);
+	assert_int_equal(json_pool_field(text, "completed"), ps.completed);
+	assert_int_equal(json_pool_field(text, "abandoned"), ps.abandoned);
+	assert_int_equal(json_pool_field(text, "discarded"), ps.discarded);
+	assert_int_equal(json_pool_field(text, "caller_ran"), ps.caller_ran);
+	assert_int_equal(json_pool_field(text, "rejected"), ps.rejected);
+	assert_int_equal(bh_pool_destroy(pool), 0);
+	sem_destroy(&pool_go);
 }
 
 static void test_export_utf8(void **state)
@@ -994,13 +1124,16 @@ int main(void)
 		cmocka_unit_test(test_hold_tracking),
 		cmocka_unit_test(test_hold_slot_recycled),
 		cmocka_unit_test(test_hold_without_a_slot),
+		cmocka_unit_test(test_hold_counted_from_every_shard),
 		cmocka_unit_test(test_hold_after_release_elsewhere),
 		cmocka_unit_test(test_no_stats_flag),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_prometheus_round_trip),
 		cmocka_unit_test(test_prometheus_bounds_exact),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_json_escapes_every_control_character),
 		cmocka_unit_test(test_pool_export),
+		cmocka_unit_test(test_json_pool_has_every_field),
 		cmocka_unit_test(test_export_utf8),
 		cmocka_unit_test(test_export_bad_input),
 		cmocka_unit_test(test_export_cut_at_every_length),
