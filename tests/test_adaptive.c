@@ -98,6 +98,44 @@ static void null_and_bad_arguments(void **state)
 	bh_destroy(bh);
 }
 
+/* An explicit floor above the algorithm's default ceiling (AIMD's 200)
+ * raises the ceiling to it: the limit never goes below min_limit. */
+static void explicit_floor_raises_defaulted_ceiling(void **state)
+{
+	bulkhead_t *bh = make_bh(100, 0, 0);
+	struct bh_adaptive_config c = { .algo = BH_ADAPTIVE_AIMD, .min_limit = 500 };
+	struct bh_adaptive_stats st;
+	bh_adaptive_t *a = attach(bh, &c);
+
+	(void)state;
+	assert_int_equal(bh_adaptive_stats(a, &st), 0);
+	assert_int_equal(st.min_limit, 500);
+	assert_int_equal(st.max_limit, 500);
+	assert_int_equal(st.limit, 500);
+	assert_int_equal(limit_of(bh), 500);
+	bh_adaptive_detach(a);
+	bh_destroy(bh);
+}
+
+/* The window percentile is the observation of rank ceil(n q / 100): of
+ * three samples, the median is the second, so with one fast sample and
+ * two slow ones it lies in the slow samples' bucket. */
+static void percentile_rank_rounds_up(void **state)
+{
+	uint32_t counts[BHA_NB] = { 0 };
+	uint64_t p;
+
+	(void)state;
+	counts[9] = 1;  /* [2048, 2304) ns */
+	counts[17] = 2; /* [4096, 4608) ns */
+	p = bha_percentile(counts, 3, 50);
+	assert_true(p >= 4096 && p < 4608);
+	p = bha_percentile(counts, 3, 33); /* rank ceil(0.99) = 1 */
+	assert_true(p >= 2048 && p < 2304);
+	p = bha_percentile(counts, 3, 34); /* rank ceil(1.02) = 2 */
+	assert_true(p >= 4096 && p < 4608);
+}
+
 static void one_controller_per_bulkhead(void **state)
 {
 	bulkhead_t *bh = make_bh(10, 0, 0);
@@ -1622,6 +1660,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(null_and_bad_arguments),
 		cmocka_unit_test(one_controller_per_bulkhead),
+		cmocka_unit_test(explicit_floor_raises_defaulted_ceiling),
+		cmocka_unit_test(percentile_rank_rounds_up),
 		cmocka_unit_test(host_wide_one_mover),
 		cmocka_unit_test(host_wide_hold_samples),
 		cmocka_unit_test(reason_names),
