@@ -566,6 +566,75 @@ static void test_unfair_starvation_guard(void **state)
 	shm_done(bh, name);
 }
 
+/* Unfair mode: a head woken to compete that times out before it does
+ * takes the word's WOKEN mark with it, so the next head is woken when its
+ * turn comes; a mark left behind reads as "the head is on its way", and
+ * every later release would leave the new head asleep. */
+static int woken_head_times_out_then_next(struct fake_sync *f, unsigned call)
+{
+	unsigned before;
+
+	if (call == 0) {
+		assert_int_equal(bh_release(f->bh, 1), 0); /* head woken to compete */
+		f->now += 10 * BH_MSEC;                     /* ...past its deadline */
+		return -ETIMEDOUT;
+	}
+	assert_int_equal(call, 1);
+	before = fake_wakes(f);
+	assert_int_equal(bh_release(f->bh, 1), 0); /* the new head is woken */
+	assert_int_equal(fake_wakes(f), before + 1);
+	return 0;
+}
+
+static void test_woken_head_leaving_clears_mark(void **state)
+{
+	const char *name = uniq("woken-leaves");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct fake_sync f;
+
+	(void)state;
+	fake_shm(&f, bh, woken_head_times_out_then_next);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, f.now + 5 * BH_MSEC), -ETIMEDOUT);
+	assert_false(bhs_word(bh) & (W_STARVING | W_WOKEN));
+	assert_int_equal(stats_of(bh).timed_out, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 2);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
+/* A limit lowered to exactly what a queued waiter asks for leaves it
+ * queued: only requests above the new limit can never be granted. */
+static int shrink_to_request(struct fake_sync *f, unsigned call)
+{
+	assert_int_equal(call, 0);
+	assert_int_equal(bh_set_limit(f->bh, 2), 0);
+	assert_int_equal(stats_of(f->bh).queued, 1);
+	assert_int_equal(bh_release(f->bh, 4), 0); /* now the 2 fit */
+	return 0;
+}
+
+static void test_shrink_to_request_keeps_waiter(void **state)
+{
+	const char *name = uniq("shrink-exact");
+	bulkhead_t *bh = shm_make(name, 4, 4, BH_FAIR);
+	struct fake_sync f;
+
+	(void)state;
+	fake_shm(&f, bh, shrink_to_request);
+	assert_int_equal(bh_try_acquire(bh, 4), 0);
+	assert_int_equal(bh_acquire(bh, 2, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 1);
+	assert_int_equal(stats_of(bh).in_flight, 2);
+	assert_int_equal(bh_release(bh, 2), 0);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
 /* A grant to a waiter that went to sleep must wake it: its sleep is
  * otherwise only ended by its next look for the dead (poll_ns, 100 ms) or
  * its deadline. The release is made while the waiter sleeps; the wake it
@@ -1138,6 +1207,8 @@ int main(void)
 		cmocka_unit_test(test_timeout_leaves_queue),
 		cmocka_unit_test(test_eintr_and_polls_are_retried),
 		cmocka_unit_test(test_unfair_starvation_guard),
+		cmocka_unit_test(test_woken_head_leaving_clears_mark),
+		cmocka_unit_test(test_shrink_to_request_keeps_waiter),
 		cmocka_unit_test(test_grant_wakes_sleeper),
 		cmocka_unit_test(test_cancel_after_grant_gives_back),
 		cmocka_unit_test(test_queue_full_rejects),
