@@ -710,6 +710,67 @@ static void test_cancel_after_grant_gives_back(void **state)
 	shm_done(bh, name);
 }
 
+/* The grant the cancelled waiter gives back serves the queue: a waiter
+ * behind it (another process) is granted in the same critical section,
+ * not left queued beside a free permit that nobody hands over. The other
+ * process is forked before the fake is installed (its handle waits on
+ * real futexes) and queues when told. */
+static int waiter_on_cue(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+	int r;
+
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0)
+		return 1;
+	say(out, 1); /* attached */
+	hear(in);    /* queue now */
+	r = bh_acquire(bh, 1, BH_FOREVER);
+	say(out, r);
+	hear(in); /* release now */
+	if (r == 0)
+		r = bh_release(bh, 1);
+	bh_destroy(bh);
+	return r == 0 ? 0 : 3;
+}
+
+static struct child behind;
+
+static int queue_behind_then_grant_then_cancel(struct fake_sync *f, unsigned call)
+{
+	say(behind.wr, 1);
+	await_queued(f->bh, 2);
+	return grant_then_cancel(f, call);
+}
+
+static void test_cancel_after_grant_serves_next(void **state)
+{
+	const char *name = uniq("cancel-next");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct fake_sync f;
+	struct bh_stats st;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	behind = spawn(waiter_on_cue, (void *)name);
+	assert_int_equal(hear(behind.rd), 1);
+	fake_shm(&f, bh, queue_behind_then_grant_then_cancel);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, cancelled_grantee, bh), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	st = stats_of(bh);
+	assert_int_equal(st.cancelled, 1);
+	assert_int_equal(st.queued, 0);    /* the one behind was served... */
+	assert_int_equal(st.in_flight, 1); /* ...with the permit given back */
+	assert_int_equal(hear(behind.rd), 0);
+	say(behind.wr, 1);
+	assert_int_equal(reap(&behind), 0);
+	assert_int_equal(stats_of(bh).in_flight, 0);
+	bhs_set_sync_ops(bh, NULL);
+	shm_done(bh, name);
+}
+
 /* The queue is bounded host-wide: a full queue rejects at once. */
 static void test_queue_full_rejects(void **state)
 {
@@ -1211,6 +1272,7 @@ int main(void)
 		cmocka_unit_test(test_shrink_to_request_keeps_waiter),
 		cmocka_unit_test(test_grant_wakes_sleeper),
 		cmocka_unit_test(test_cancel_after_grant_gives_back),
+		cmocka_unit_test(test_cancel_after_grant_serves_next),
 		cmocka_unit_test(test_queue_full_rejects),
 		cmocka_unit_test(test_stress_fair),
 		cmocka_unit_test(test_stress_unfair),
