@@ -408,6 +408,35 @@ static void test_local_cap_and_name(void **state)
 	bh_destroy(bh);
 }
 
+/* A waiter that timed out since the last renewal is demand the share did
+ * not meet: the next renewal asks for twice the share, even when nothing
+ * was in flight or queued at any of the instance's samples (a manual
+ * handle samples only when stepped, and the wait happens between steps). */
+static void test_timeout_presses_for_more(void **state)
+{
+	char name[32];
+	struct bh_cluster_config cc = config(fresh_name(name, sizeof(name)), 10);
+	struct bh_config local = { .queue_capacity = 1 };
+	uint32_t share;
+	bulkhead_t *bh;
+
+	(void)state;
+	cc.flags |= BH_CLUSTER_MANUAL;
+	assert_int_equal(bh_cluster_open(&cc, &local, &bh), 0);
+	step_until_renewals(bh, cstats(bh).renewals + 1); /* idle: asks for 1 */
+	assert_int_equal(cstats(bh).want, 1);
+	share = (uint32_t)cstats(bh).share;
+	assert_true(share >= 1);
+	assert_int_equal(bh_try_acquire(bh, share), 0);
+	assert_int_equal(bh_acquire(bh, 1, bh_now_ns() + BH_MSEC), -ETIMEDOUT);
+	assert_int_equal(bh_release(bh, share), 0);
+	assert_int_equal(stats_of(bh).timed_out, 1);
+	assert_int_equal(stats_of(bh).rejected, 0);
+	step_until_renewals(bh, cstats(bh).renewals + 1);
+	assert_int_equal(cstats(bh).want, 2 * share < 10 ? 2 * share : 10);
+	bh_destroy(bh);
+}
+
 /* An adaptive controller on a cluster handle moves the cap on this
  * instance's share: a cut applies at once, the next renewal asks the store
  * for no more, and the global limit stays. */
@@ -2049,6 +2078,7 @@ int main(void)
 		cmocka_unit_test(test_endpoint_parse),
 		cmocka_unit_test(test_single_instance_gets_the_limit),
 		cmocka_unit_test(test_local_cap_and_name),
+		cmocka_unit_test(test_timeout_presses_for_more),
 		cmocka_unit_test(test_adaptive_moves_the_share_cap),
 		cmocka_unit_test(test_cap_cut_during_renewal_holds),
 		cmocka_unit_test(test_learning_period_on_a_new_store),
