@@ -2456,11 +2456,17 @@ static void test_call_from_done_after_handoff(void **state)
 /* Same, with the next task taken from the queue by the finish itself:
  * max 1, b queued while a runs; a's finish dequeues b, so a's done is not
  * idle; its call runs on the caller, before b. */
+static struct fake_sync *cfd_clock; /* done_pool's clock when it is a fake */
+
 static void cfd_call_now(struct bh_task *t, int status)
 {
+	/* A deadline on the pool's own clock: a fake one starts at 1000 s, so
+	 * the real clock's now would be in its past on a machine up for less
+	 * than that, and the call would time out at once. */
+	uint64_t now = cfd_clock ? fake_now(cfd_clock) : bh_now_ns();
+
 	tt_done(t, status);
-	atomic_store(&cfd_result,
-		     bh_pool_call(done_pool, &cfd_inner.task, bh_now_ns() + BH_SEC));
+	atomic_store(&cfd_result, bh_pool_call(done_pool, &cfd_inner.task, now + BH_SEC));
 }
 
 static void test_call_from_done_with_next_queued(void **state)
@@ -2583,6 +2589,7 @@ static void test_call_from_done_spinner_and_keepalive(void **state)
 	(void)state;
 	vs_init(&v);
 	done_pool = make_pool(0, 1, 4, BH_POOL_ABORT, &v); /* above core: keep-alive */
+	cfd_clock = &v.f;
 	bhp_set_spin_ns(done_pool, BH_SEC);
 	tt_init(&a, NULL);
 	tt_init(&cfd_inner, NULL);
@@ -2606,6 +2613,7 @@ static void test_call_from_done_spinner_and_keepalive(void **state)
 	assert_int_equal(pstats(done_pool).completed, 2);
 	assert_int_equal(held_permits(done_pool), 0);
 	assert_int_equal(bh_pool_destroy(done_pool), 0);
+	cfd_clock = NULL;
 }
 
 /* The most natural form: a done that submits a follow-up task, then makes
