@@ -779,6 +779,39 @@ static void test_unfair_starvation_guard(void **state)
 	bh_destroy(bh);
 }
 
+/* The threshold is inclusive: a head that has waited exactly starve_ns when
+ * it loses is starving, so the guard's worst case is starve_ns, not a full
+ * poll past it. */
+static int hook_starving_at_threshold(struct fake_sync *f, unsigned call)
+{
+	if (call == 0) {
+		assert_int_equal(bh_release(f->bh, 1), 0);     /* wakes us */
+		assert_int_equal(bh_try_acquire(f->bh, 1), 0); /* and a newcomer wins */
+		f->now += BH_MSEC;                             /* exactly starve_ns */
+		return 0;
+	}
+	assert_int_equal(call, 1);
+	assert_true(bhi_word(f->bh) & W_STARVING);
+	assert_int_equal(bh_try_acquire(f->bh, 1), -EBUSY);
+	assert_int_equal(bh_release(f->bh, 1), 0); /* handed to us */
+	return 0;
+}
+
+static void test_unfair_starving_at_exact_threshold(void **state)
+{
+	bulkhead_t *bh = make_bh(1, 4, 0);
+	struct fake_sync f;
+
+	(void)state;
+	fake_install(&f, bh, hook_starving_at_threshold);
+	bhi_set_starve_ns(bh, BH_MSEC);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 2);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	bh_destroy(bh);
+}
+
 /* ---- weighted requests ------------------------------------------------- */
 
 static int async_result[8];
@@ -1740,6 +1773,7 @@ int main(void)
 		cmocka_unit_test(test_fifo_unfair),
 		cmocka_unit_test(test_no_barging_when_fair),
 		cmocka_unit_test(test_unfair_starvation_guard),
+		cmocka_unit_test(test_unfair_starving_at_exact_threshold),
 		cmocka_unit_test(test_weighted_head_of_line_fair),
 		cmocka_unit_test(test_weighted_head_of_line_unfair),
 		cmocka_unit_test(test_over_release_with_waiter_fair),
