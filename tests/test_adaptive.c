@@ -1522,6 +1522,38 @@ static void probe_interval_does_not_wrap(void **state)
 	assert_int_equal(bad[1], 0);
 }
 
+/* A controller that was probing when it had to follow (its pin refused:
+ * another process moves the host's limit) has no probe pending: its next
+ * window is an ordinary one, not the end of a probe. Ending one would take
+ * that window's latency (the host's load, not the baseline) for the
+ * baseline and restore the limit from before it followed (40), not the
+ * one in force (24). Having learnt no baseline, it probes anew, and that
+ * probe restores the limit it followed. */
+static void follower_mid_probe_ends_its_probe(void **state)
+{
+	struct bh_adaptive_config c = { .min_limit = 2, .max_limit = 100, .seed = 1 };
+	struct bha_algo g;
+	struct bha_verdict v;
+	struct bha_window w;
+	uint64_t now = 1000 * MS;
+
+	(void)state;
+	bha_algo_init(&g, &c, 40, now, &v);
+	assert_int_not_equal(v.probe_samples, 0); /* the first probe is on */
+	bha_algo_follow(&g, 24);
+	w = win(60, 0, 30 * MS, 24); /* loaded: the host's latency */
+	w.limit = v.limit = 24; /* as the controller passes the limit in force */
+	bha_algo_window(&g, &w, now + 100 * MS, &v);
+	assert_int_equal(v.reason, BH_ADAPTIVE_PROBE);
+	assert_int_equal(v.limit, 4);
+	w = win(60, 0, 10 * MS, 4);
+	w.probe = true;
+	w.limit = v.limit;
+	bha_algo_window(&g, &w, now + 200 * MS, &v);
+	assert_int_equal(v.reason, BH_ADAPTIVE_RESTORE);
+	assert_int_equal(v.limit, 24);
+}
+
 /* Two handles of one host-wide bulkhead in one process, a controller on
  * each: the first moves the limit, the second follows it (the header: "the
  * first one moves the host's limit and the others follow it"). */
@@ -1695,6 +1727,7 @@ int main(void)
 		cmocka_unit_test(host_wide_follower_probe_ends),
 		cmocka_unit_test(default_explicit_window_length),
 		cmocka_unit_test(probe_interval_does_not_wrap),
+		cmocka_unit_test(follower_mid_probe_ends_its_probe),
 		cmocka_unit_test(host_wide_two_handles_one_mover),
 		cmocka_unit_test(host_wide_follower_starts_from_limit_in_force),
 		cmocka_unit_test(host_wide_detach_racing_attach_keeps_role),
