@@ -794,6 +794,59 @@ static void test_queue_full_rejects(void **state)
 	shm_done(bh, name);
 }
 
+/* The child: registered (a pair taken and given back), holding nothing,
+ * until it is killed. */
+static int register_and_hang(void *arg, int out, int in)
+{
+	bulkhead_t *bh;
+
+	(void)in;
+	if (bh_shm_open(arg, NULL, 0, &bh) != 0 || bh_try_acquire(bh, 1) != 0 ||
+	    bh_release(bh, 1) != 0)
+		return 1;
+	say(out, 1);
+	pause();
+	return 0;
+}
+
+/* A full queue makes an async acquire look for the dead first. When the
+ * look reclaims one that held nothing, the queue is still full and the
+ * retry is rejected: that rejection counts like any other. The queue is
+ * held by our own async node, and our polls are too long to scan before
+ * the call does, so the call's own scan is the one that finds the dead. */
+static void test_async_rejected_after_reclaim_counts(void **state)
+{
+	const char *name = uniq("full-dead");
+	bulkhead_t *bh = shm_make(name, 1, 1, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct async_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 99, 0, 0 };
+	struct bh_async queued, rejected;
+	struct child c = spawn(register_and_hang, (void *)name);
+	struct bh_stats st;
+
+	(void)state;
+	assert_int_equal(hear(c.rd), 1);
+	bhs_set_poll_ns(bh, 3600 * BH_SEC);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_acquire_async(bh, &queued, 1, async_cb, &seen), 1);
+	kill_reap(&c);
+	atomic_store(&g->scan_ns, 0); /* the next look is due now */
+	assert_int_equal(bh_acquire_async(bh, &rejected, 1, async_cb, &seen), -EBUSY);
+	assert_int_equal(atomic_load(&g->deaths), 1); /* the call's scan found it */
+	st = stats_of(bh);
+	assert_int_equal(st.rejected, 1);
+	assert_int_equal(st.queued, 1);
+	assert_int_equal(st.reclaimed, 0);
+	assert_int_equal(bh_release(bh, 1), 0); /* grants the queued node */
+	await_runs(&seen, 1);
+	assert_int_equal(seen.result, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	st = stats_of(bh);
+	assert_int_equal(st.rejected, 1);
+	assert_int_equal(st.in_flight, 0);
+	shm_done(bh, name);
+}
+
 /* ---- stress: exact stats and no wrong -EOVERFLOW across processes ---------- */
 
 struct st_proc {
@@ -1274,6 +1327,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_after_grant_gives_back),
 		cmocka_unit_test(test_cancel_after_grant_serves_next),
 		cmocka_unit_test(test_queue_full_rejects),
+		cmocka_unit_test(test_async_rejected_after_reclaim_counts),
 		cmocka_unit_test(test_stress_fair),
 		cmocka_unit_test(test_stress_unfair),
 		cmocka_unit_test(test_async_stress),
