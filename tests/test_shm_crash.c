@@ -421,6 +421,65 @@ static void test_killed_holding_lock(void **state)
 	shm_done(bh, name);
 }
 
+static void never_called(struct bh_async *node, int result)
+{
+	(void)node;
+	(void)result;
+	_exit(8);
+}
+
+static int act_queue_async(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	struct bh_async node;
+
+	(void)out;
+	(void)in;
+	return bh_acquire_async(bh, &node, v->n, never_called, NULL);
+}
+
+/* Every extra queue node is on the free list, once. */
+static void all_extra_nodes_free(bulkhead_t *bh)
+{
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	const struct bhs_hdr *h = &g->hdr;
+	struct bhs_qnode *q = (struct bhs_qnode *)((char *)g + h->off_qnodes);
+	uint32_t n = 0, i = atomic_load(&g->free_extra);
+
+	while (i != 0) {
+		assert_true(i - 1 >= h->nslots && i - 1 < h->nslots + h->nextra);
+		assert_true(++n <= h->nextra); /* a node twice: a cycle */
+		i = atomic_load(&q[i - 1].next);
+	}
+	assert_int_equal(n, h->nextra);
+}
+
+/* Dies holding the lock with an extra queue node taken off the free list
+ * but not yet its own: no queue, owner or ledger names the node, so the
+ * takeover's rebuild must relist the free nodes from the nodes themselves,
+ * or it is lost for good. */
+static void test_killed_taking_extra_node(void **state)
+{
+	const char *name = uniq("extra");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct bhs_seg *g = bhs_segment(bh, NULL);
+	struct victim v = { name, BP_EXTRA_TAKEN, 1, act_queue_async, 1 };
+	struct child c;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0); /* the child's acquire queues */
+	c = stop_at(&v);
+	assert_int_not_equal(atomic_load(&g->lock), 0);
+	kill_reap(&c);
+	bhs_scan_now(bh); /* takes the lock over, and rebuilds */
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_true(atomic_load(&g->rebuilds) >= 1);
+	all_extra_nodes_free(bh);
+	assert_int_equal(stats_of(bh).queued, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
 /* An unlock whose wake went to a waiter that then died (here: the lock is
  * freed and nobody is woken at all): the other waiters still get it. */
 static int set_limit_child(void *arg, int out, int in)
@@ -1938,6 +1997,7 @@ int main(void)
 		cmocka_unit_test(test_granter_killed_before_grant),
 		cmocka_unit_test(test_granter_killed_after_grant),
 		cmocka_unit_test(test_killed_holding_lock),
+		cmocka_unit_test(test_killed_taking_extra_node),
 		cmocka_unit_test(test_swallowed_lock_wakeup),
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),

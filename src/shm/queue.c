@@ -115,6 +115,7 @@ uint32_t bhs_extra_alloc_locked(struct bhs_att *a)
 		return BHS_NONE;
 	q = qnode_at(a, qi);
 	atomic_store_explicit(&g->free_extra, qget(&q->next), memory_order_relaxed);
+	BHS_POINT(BP_EXTRA_TAKEN);
 	qset(&q->next, BHS_NONE);
 	atomic_store_explicit(&q->owner, a->pidx + 1u, memory_order_relaxed);
 	return qi;

@@ -472,6 +472,8 @@ enum bhs_point {
 	BP_PROBED,    /* the same look, after the probe */
 	BP_DETACHED,  /* a detacher gave back and unlocked, its slot still taken */
 	BP_DETACHING, /* a last handle's destroy, before its detach gives anything back */
+	BP_EXTRA_TAKEN, /* an extra queue node is off the free list, owned by
+			 * nobody yet: only a rebuild's relisting finds it */
 	BP_NPOINTS,
 };
 
