@@ -1372,6 +1372,53 @@ static void test_reap_many_bulkheads(void **state)
 		bh_destroy(b[k]);
 }
 
+/* What in_order_cqe expects next: the ops' CQEs come in submission order. */
+struct done_order {
+	struct bh_uring_op *ops;
+	unsigned next;
+};
+
+static void in_order_cqe(void *ctx, struct io_uring_cqe *cqe, int kind, struct bh_uring_op *op)
+{
+	struct done_order *o = ctx;
+
+	assert_int_equal(kind, BH_URING_DONE);
+	assert_int_equal(cqe->res, 0);
+	assert_ptr_equal(op, &o->ops[o->next]);
+	o->next++;
+}
+
+/* Batches whose every CQE is an op's final one (the reap shows them without
+ * reading what each was), on a CQ of 32 entries that batches of 12 wrap
+ * around: every op shown once, as DONE, with its own record, in order, and
+ * its permit back before. */
+static void test_reap_all_done_wraps(void **state)
+{
+	enum { N = 12, ROUNDS = 6 };
+	struct fix *f = fix_new(16, 32, N, 0, 0);
+	struct bh_uring_op rec[N] = { { 0 } };
+	struct bh_uring_op *ops[N];
+	struct io_uring_sqe *sqes[N];
+
+	(void)state;
+	for (int i = 0; i < N; i++)
+		ops[i] = &rec[i];
+	for (int round = 0; round < ROUNDS; round++) {
+		struct done_order o = { .ops = rec };
+
+		assert_int_equal(bh_uring_get_batch(f->t, ops, N, f->bh, 1, sqes), N);
+		for (int i = 0; i < N; i++)
+			io_uring_prep_nop(sqes[i]);
+		assert_int_equal(bh_uring_track_batch(f->t, ops, N), 0);
+		assert_int_equal(io_uring_submit_and_wait(&f->ring, N), N);
+		assert_int_equal(bh_uring_reap(f->t, in_order_cqe, &o), N);
+		assert_int_equal(o.next, N);
+		assert_int_equal(in_flight(f->bh), 0);
+		assert_int_equal(tstats(f->t).finished, (uint64_t)N * (round + 1u));
+	}
+	fix_free(f);
+}
+
 /* bh_uring_track_batch given two bulkheads' batches interleaved, with one op
  * whose SQE the caller retagged in the middle: the batch's fast run stops
  * at each op that does not follow the one last sealed and goes on after
@@ -3042,6 +3089,7 @@ int main(void)
 		cmocka_unit_test(test_batch_and_reap_coalesce),
 		cmocka_unit_test(test_chains_in_one_update),
 		cmocka_unit_test(test_chains_wrap_and_partial),
+		cmocka_unit_test(test_reap_all_done_wraps),
 		cmocka_unit_test(test_foreign_cqes_pass_through),
 		cmocka_unit_test(test_cq_overflow_many_in_flight),
 		cmocka_unit_test(test_drain_at_shutdown),

@@ -1041,6 +1041,8 @@ struct booking {
 	uint64_t now;
 };
 
+_Static_assert(TAG_OP == 0, "a tracked op's user_data is the magic and its pointer");
+
 /* A CQE that op_cqe_plain books, of an op of ours, unless it would be the
  * final CQE of an op of another bulkhead than the run's (run_bh): booked,
  * and its kind returned; -1 for any other, which book_other books (nothing
@@ -1050,10 +1052,13 @@ static inline __attribute__((always_inline)) int
 book_fast(const bh_uring_t *t, const struct io_uring_cqe *cqe, const bulkhead_t *run_bh,
 	  struct bh_uring_op **opp)
 {
-	uint64_t ud = cqe->user_data;
-	struct bh_uring_op *op = ud_ptr(ud);
+	/* A tracked op's user_data less the magic is the op's pointer, tag 0:
+	 * one test of what is left over says both, and no mask makes the
+	 * pointer (two loads, two masks and a compare before). */
+	uint64_t p = cqe->user_data ^ UD_MAGIC;
+	struct bh_uring_op *op = (struct bh_uring_op *)(uintptr_t)p;
 
-	if ((ud & ~UD_PTR_MASK) != UD_MAGIC || op->t != t)
+	if ((p & ~UD_PTR_MASK) != 0 || op->t != t)
 		return -1;
 	if (op->bh != run_bh && op->cqes_left == 1 && !(cqe->flags & IORING_CQE_F_MORE))
 		return -1;
@@ -1150,9 +1155,28 @@ show_run(struct io_uring_cqe *cqe, unsigned stride, unsigned n, const uint8_t *k
 			fn(ctx, cqe, kind[i], kind[i] ? ud_ptr(cqe->user_data) : NULL);
 }
 
+/* show_run for a run whose CQEs are all DONE: no kind to read or test, and
+ * each op's pointer is its user_data less the magic (tag 0). */
+static inline __attribute__((always_inline)) void
+show_done_run(struct io_uring_cqe *cqe, unsigned stride, unsigned n, bh_uring_cqe_fn *fn,
+	      void *ctx)
+{
+	for (unsigned i = 0; i < n; i++, cqe += stride)
+		fn(ctx, cqe, BH_URING_DONE,
+		   (struct bh_uring_op *)(uintptr_t)(cqe->user_data ^ UD_MAGIC));
+}
+
+/* A chunk whose every CQE was an op's final one (done counts DONE only;
+ * the common batch of one-SQE ops) takes the copy that reads no kinds. */
 static inline void show_chunk(const struct cq_runs *c, const struct chunk *k,
 			      bh_uring_cqe_fn *fn, void *ctx)
 {
+	if (BHI_LIKELY(k->done == c->n)) {
+		show_done_run(c->first, c->stride, c->n_first, fn, ctx);
+		if (BHI_UNLIKELY(c->n > c->n_first))
+			show_done_run(c->start, c->stride, c->n - c->n_first, fn, ctx);
+		return;
+	}
 	show_run(c->first, c->stride, c->n_first, k->kind, fn, ctx);
 	if (BHI_UNLIKELY(c->n > c->n_first))
 		show_run(c->start, c->stride, c->n - c->n_first, k->kind + c->n_first, fn, ctx);
