@@ -480,6 +480,73 @@ static void test_killed_taking_extra_node(void **state)
 	shm_done(bh, name);
 }
 
+/* The child of test_killed_waking_head: takes the permit, says so, and on
+ * cue gives it back; the release wakes the queued head (unfair mode), and
+ * the child stops at BP_WOKE_HEAD, before the unlock would send the wake. */
+static int act_take_release_on_cue(bulkhead_t *bh, struct victim *v, int out, int in)
+{
+	if (bh_try_acquire(bh, v->n) != 0)
+		return 1;
+	say(out, 1);
+	if (hear(in) != 1)
+		return 1;
+	return bh_release(bh, v->n);
+}
+
+static struct child woke_by;
+
+/* Our only wait, asleep as the queue's head: the child marks our node
+ * WOKEN and dies before waking us; our look for the dead takes the lock
+ * over and rebuilds, and what it sends before it returns is counted. */
+static int sleep_through_granter_death(struct fake_sync *f, unsigned call)
+{
+	struct bhs_seg *g = bhs_segment(f->bh, NULL);
+	unsigned before = fake_wakes(f);
+	char point = 0;
+
+	assert_int_equal(call, 0);
+	say(woke_by.wr, 1);
+	assert_int_equal(read(woke_by.rd, &point, 1), 1);
+	assert_int_equal(point, BP_WOKE_HEAD);
+	kill_reap(&woke_by);
+	assert_int_equal(fake_wakes(f), before);
+	bhs_scan_now(f->bh); /* takes the lock over, and rebuilds */
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(fake_wakes(f), before + 1);
+	return 0;
+}
+
+/* A process that marked a sleeping head WOKEN (unfair mode) and died
+ * before its unlock sent the wake: the rebuild sends the head back to
+ * WAITING and must wake it itself. Its dispatch marks the head WOKEN
+ * again, but from WAITING, which owes no wake (only a SLEEPING node is
+ * woken), so without the rebuild's wake the head sleeps on until its next
+ * poll for the dead (100 ms), the free permit unused. */
+static void test_killed_waking_head(void **state)
+{
+	const char *name = uniq("woke-head");
+	bulkhead_t *bh = shm_make(name, 1, 4, 0);
+	struct victim v = { name, BP_WOKE_HEAD, 1, act_take_release_on_cue, 1 };
+	struct fake_sync f;
+
+	(void)state;
+	woke_by = spawn(victim_main, &v);
+	assert_int_equal(hear(woke_by.rd), 1); /* it holds the permit */
+	fake_init(&f, 1000, sleep_through_granter_death);
+	f.bh = bh;
+	bhs_set_sync_ops(bh, &f.ops);
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 1);
+	assert_int_equal(fake_wakes(&f), 1);
+	assert_false(bhs_word(bh) & (W_STARVING | W_WOKEN));
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(stats_of(bh).reclaimed, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bhs_set_sync_ops(bh, NULL);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
 /* An unlock whose wake went to a waiter that then died (here: the lock is
  * freed and nobody is woken at all): the other waiters still get it. */
 static int set_limit_child(void *arg, int out, int in)
@@ -1998,6 +2065,7 @@ int main(void)
 		cmocka_unit_test(test_granter_killed_after_grant),
 		cmocka_unit_test(test_killed_holding_lock),
 		cmocka_unit_test(test_killed_taking_extra_node),
+		cmocka_unit_test(test_killed_waking_head),
 		cmocka_unit_test(test_swallowed_lock_wakeup),
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),

@@ -310,6 +310,7 @@ static void serve(struct bhs_att *a)
 		if (!handoff) {
 			grant_log_close(a);
 			bhs_notify_locked(a, h, QS_WOKEN);
+			BHS_POINT(BP_WOKE_HEAD);
 			return;
 		}
 		BHS_POINT(BP_LOCKED);

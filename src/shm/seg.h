@@ -474,6 +474,8 @@ enum bhs_point {
 	BP_DETACHING, /* a last handle's destroy, before its detach gives anything back */
 	BP_EXTRA_TAKEN, /* an extra queue node is off the free list, owned by
 			 * nobody yet: only a rebuild's relisting finds it */
+	BP_WOKE_HEAD, /* an unfair head is marked WOKEN, its wake not yet
+		       * sent (it goes out at the unlock), the lock held */
 	BP_NPOINTS,
 };
 
