@@ -1452,6 +1452,47 @@ static void test_refused_attach_closes_once(void **state)
 	assert_int_equal(bh_shm_unlink(name), 0);
 }
 
+/* A segment cut short after an attacher read its header, before the
+ * mapping: mmap does not look at the file's size, and reading the mapping
+ * past the file's end is a SIGBUS. The attacher pauses between the two
+ * (BP_ATTACH_READ); the test cuts the file to one page; the open must be
+ * refused with -EBADMSG and the attacher live on. */
+static int attach_after_cut(void *arg, int out, int in)
+{
+	bulkhead_t *bh = NULL;
+	int r;
+
+	bhs_pause_at(BP_ATTACH_READ, 1, out, in);
+	r = bh_shm_open(arg, NULL, 0, &bh);
+	say(out, r);
+	if (r == 0)
+		bh_destroy(bh);
+	return 0;
+}
+
+static void test_attach_refuses_file_cut_before_mapping(void **state)
+{
+	const char *name = uniq("cut");
+	struct child c;
+	char path[512], point = 0, go = 0;
+	int fd;
+
+	(void)state;
+	bh_destroy(shm_make(name, 3, 2, 0)); /* the file stays; we map nothing */
+	c = spawn(attach_after_cut, (void *)name);
+	assert_int_equal(read(c.rd, &point, 1), 1);
+	assert_int_equal(point, BP_ATTACH_READ);
+	path_for(name, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 4096), 0);
+	assert_int_equal(__real_close(fd), 0);
+	assert_int_equal(write(c.wr, &go, 1), 1);
+	assert_int_equal(hear(c.rd), -EBADMSG);
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(bh_shm_unlink(name), 0);
+}
+
 /* The controller role names its holder by slot and a 15-bit generation.
  * A dead holder's (or a detached one's) value stayed in the role word, and
  * after 32767 more attach/detach cycles of that slot its next process had
@@ -2080,6 +2121,7 @@ int main(void)
 		cmocka_unit_test(test_probe_races_detach_and_register),
 		cmocka_unit_test(test_short_wait_looks_for_the_dead),
 		cmocka_unit_test(test_refused_attach_closes_once),
+		cmocka_unit_test(test_attach_refuses_file_cut_before_mapping),
 		cmocka_unit_test(test_role_goes_with_its_slot),
 		cmocka_unit_test(test_attach_recovers_dead_slots),
 		cmocka_unit_test(test_attacher_killed_recovering),

@@ -155,6 +155,20 @@ static struct bhs_att *new_att(int fd, const struct stat *st, const struct bhs_h
 	return a;
 }
 
+/* The file still holds every page of a mapping of size bytes. mmap does
+ * not look at the file's size, and a page past its end is a SIGBUS when it
+ * is touched, not an error: a file cut short between read_hdr's look and
+ * the mapping (by a process with write access, or one that replaced the
+ * segment's contents) must be refused before anything reads the mapping. */
+static int still_long_enough(int fd, size_t size)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	return st.st_size >= 0 && (uint64_t)st.st_size >= size ? 0 : -EBADMSG;
+}
+
 /* Map and check again in the mapping: the file may have changed since.
  * The mapping is made through a description of its own, closed at once,
  * never the one that holds our liveness lock: a mapping holds a reference
@@ -176,6 +190,8 @@ static int map_att(struct bhs_att *a, const struct bhs_hdr *h, const char *name)
 		return r;
 	a->seg = m;
 	a->size = h->seg_size;
+	if ((r = still_long_enough(a->fd, h->seg_size)) < 0)
+		return r;
 	if ((r = bhs_check_hdr(&a->seg->hdr, name, (off_t)h->seg_size)) < 0 ||
 	    memcmp(&a->seg->hdr, h, sizeof(*h)) != 0 || (r = bhs_check_state(a->seg)) < 0)
 		return r < 0 ? r : -EBADMSG;
@@ -496,6 +512,7 @@ static int attach(const char *name, int fd, const struct bh_config *cfg, struct 
 		*out = a;
 		return 0;
 	}
+	BHS_POINT(BP_ATTACH_READ);
 	if ((a = new_att(fd, &st, &h, name)) == NULL) {
 		close(fd);
 		return -ENOMEM;

@@ -476,6 +476,8 @@ enum bhs_point {
 			 * nobody yet: only a rebuild's relisting finds it */
 	BP_WOKE_HEAD, /* an unfair head is marked WOKEN, its wake not yet
 		       * sent (it goes out at the unlock), the lock held */
+	BP_ATTACH_READ, /* an attacher read and checked the header through
+			 * its descriptor, the segment not yet mapped */
 	BP_NPOINTS,
 };
 

@@ -7,7 +7,8 @@
  * place, so nobody ever sees a half-initialised one: a file at the name is
  * either a finished segment or not ours. Attaching (open.c) reads and
  * checks the header before mapping anything (fstat first: no SIGBUS on a
- * short file), then checks it again in the mapping. */
+ * short file), looks at the size again once mapped, then checks the header
+ * again in the mapping. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, secure_getenv */
 #endif
