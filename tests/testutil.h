@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <cmocka.h>
@@ -242,6 +243,26 @@ static inline void await_queued(bulkhead_t *bh, uint64_t n)
 		assert_true(bh_now_ns() < end);
 		sched_yield();
 	}
+}
+
+/* A forked child that crashes must die of it. While a test runs, cmocka
+ * catches the crash signals and jumps back to its runner; in a fork child
+ * that runner is the child's copy of the parent's, which then goes on to
+ * run the rest of the program's tests in the child, beside the parent's
+ * own run: a crash in a child showed as a later test failing (in the
+ * child), or not at all. With the signals' defaults back, the child dies
+ * of the signal and the parent's wait sees it (shmutil.h: reap). */
+static void child_crashes_die(void)
+{
+	static const int sigs[] = { SIGFPE, SIGILL, SIGSEGV, SIGBUS, SIGSYS };
+
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+}
+
+__attribute__((constructor)) static void child_crashes_die_register(void)
+{
+	pthread_atfork(NULL, NULL, child_crashes_die);
 }
 
 #endif /* BH_TESTUTIL_H */
