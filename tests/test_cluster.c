@@ -599,6 +599,7 @@ static void test_open_rejects_bad_config(void **state)
 	BAD(fallback_limit, BH_LIMIT_MAX + 1, -EINVAL);
 	BAD(lease_ns, 10 * BH_MSEC, -EINVAL);
 	BAD(renew_ns, LEASE, -EINVAL);
+	BAD(renew_ns, BH_MSEC - 1, -EINVAL); /* renewals back to back, a backoff of 0 */
 	BAD(margin_ns, LEASE, -EINVAL);
 	BAD(timeout_ns, LEASE, -EINVAL);
 	BAD(flags, 1u << 20, -EINVAL);

@@ -78,7 +78,7 @@ struct bh_cluster_config {
 	                            everything); not counted at the store */
 	/* Extensions: 0 picks the default. */
 	uint32_t flags;          /* BH_CLUSTER_* below */
-	uint64_t renew_ns;       /* renew this often (default lease/3) */
+	uint64_t renew_ns;       /* renew this often (default lease/3; >= 1 ms) */
 	uint64_t margin_ns;      /* stop using a lease this long before the store
 	                            may expire it (default lease/10): covers clock
 	                            rate error and calls still in flight */

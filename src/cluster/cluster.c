@@ -20,6 +20,12 @@
 
 #define DEFAULT_LEASE (10 * BH_SEC)
 #define MIN_LEASE (50 * BH_MSEC)
+/* Renewals go out one at a time, the next renew_ns (a quarter of it while
+ * the share is short) after the last was sent, and a failed request backs
+ * off from renew_ns / 8: an interval of a few nanoseconds would send them
+ * back to back, and retry a store that is down in a loop that never
+ * sleeps. A millisecond keeps the backoff at 125 us or more. */
+#define MIN_RENEW BH_MSEC
 #define ALL_FLAGS \
 	(BH_CLUSTER_MANUAL | BH_CLUSTER_START_FALLBACK | BH_CLUSTER_ADOPT_LIMIT | \
 	 BH_CLUSTER_FRESH_STORE)
@@ -183,7 +189,7 @@ static int configure(struct bhc *c, const struct bh_cluster_config *cc,
 	c->coarse_slack = 2 * bhi_coarse_res_ns();
 	/* An answer that comes in time must leave some lease to use. */
 	if (c->coarse_slack >= c->lease || c->margin >= c->lease - c->coarse_slack ||
-	    c->renew >= c->lease - c->margin ||
+	    c->renew < MIN_RENEW || c->renew >= c->lease - c->margin ||
 	    c->timeout >= c->lease - c->margin)
 		return -EINVAL;
 	c->sample_every = c->renew / 4 > BH_MSEC ? c->renew / 4 : BH_MSEC;
