@@ -208,14 +208,14 @@ bool bhi_is_host(const bulkhead_t *bh)
 	return bh->ext != NULL;
 }
 
-/* Counted by the child side of pthread_atfork. Relaxed: a fork child
- * runs one thread when its handler bumps it. */
-static _Atomic uint32_t fork_gen;
+/* Counted by the child side of pthread_atfork; layer.h reads it inline.
+ * Relaxed: a fork child runs one thread when its handler bumps it. */
+_Atomic uint32_t bhk_fork_gen;
 static pthread_once_t fork_gen_once = PTHREAD_ONCE_INIT;
 
 static void fork_gen_bump(void)
 {
-	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&bhk_fork_gen, 1, memory_order_relaxed);
 }
 
 static void fork_gen_register(void)
@@ -223,9 +223,10 @@ static void fork_gen_register(void)
 	pthread_atfork(NULL, NULL, fork_gen_bump);
 }
 
-uint32_t bhk_fork_generation(void)
+uint32_t bhk_fork_watch(void)
 {
-	return atomic_load_explicit(&fork_gen, memory_order_relaxed);
+	pthread_once(&fork_gen_once, fork_gen_register);
+	return bhk_fork_generation();
 }
 
 /* 0, or -EBUSY when another sink is attached. acq_rel: pairs with a

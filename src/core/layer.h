@@ -23,6 +23,7 @@
 #ifndef BH_LAYER_H
 #define BH_LAYER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,12 +108,25 @@ int bhk_attach(bulkhead_t *bh, struct bhk_sink *k);
 /* Unhook bh's sink and wait until no hook is inside it. */
 void bhk_detach(bulkhead_t *bh);
 
-/* How many fork()s separate this process from the one that attached the
- * first sink (a pthread_atfork child handler counts them, registered by
- * the first bhk_attach). A sink's busy marks and its closer's role carry
- * the generation they were taken in: in a fork child, those of the
- * parent's threads, which do not exist there, are never waited for. */
-uint32_t bhk_fork_generation(void);
+/* How many fork()s separate this process from the one that first asked
+ * for the count (a pthread_atfork child handler counts them, registered
+ * by the first bhk_attach or bhk_fork_watch). A sink's busy marks and its
+ * closer's role carry the generation they were taken in: in a fork child,
+ * those of the parent's threads, which do not exist there, are never
+ * waited for. Read inline, one relaxed load (pairing with nothing: the
+ * child's one thread bumped it), for a layer that checks it on every call
+ * (the io_uring tracker). */
+extern _Atomic uint32_t bhk_fork_gen __attribute__((visibility("hidden")));
+
+static inline uint32_t bhk_fork_generation(void)
+{
+	return atomic_load_explicit(&bhk_fork_gen, memory_order_relaxed);
+}
+
+/* Start the count if nobody has yet, and return the generation now: a
+ * layer that records it in a handle it makes tells a fork child's copy of
+ * that handle by a generation that differs. */
+uint32_t bhk_fork_watch(void);
 
 /* ---- the thread index (src/core/tindex.c) --------------------------------- */
 
