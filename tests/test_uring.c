@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -3061,6 +3062,500 @@ static void test_fork_child_drain_leaves_parent_ring(void **state)
 	fix_free(f);
 }
 
+/* What a fork child saw, in a page it shares with the parent: the child
+ * reports and exits, and the parent asserts (an assert in the child would
+ * unwind the child's copy of the test). */
+struct child_report {
+	int r[16]; /* what the child's calls returned */
+	int n;     /* how many of r */
+	uint64_t v[8];
+};
+
+static struct child_report *report_new(void)
+{
+	void *p = mmap(NULL, sizeof(struct child_report), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	assert_true(p != MAP_FAILED);
+	return p; /* zeroed */
+}
+
+static void report_free(struct child_report *rep)
+{
+	munmap(rep, sizeof(*rep));
+}
+
+/* The child exited on its own, status 0: it got to its report. */
+static void child_exited(int status)
+{
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void wait_child(pid_t pid)
+{
+	int status;
+
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	child_exited(status);
+}
+
+/* A fork child's reap: a CQE it took from the parent's CQ would never reach
+ * the parent, and the op's permits would never come back. It takes none:
+ * -EPERM, the CQE still in the CQ, the child's copy unchanged; the parent
+ * reaps its own CQE and gets its permit back. */
+static void test_fork_child_reap_leaves_parent_cqes(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 0, 0);
+	struct child_report *rep = report_new();
+	struct bh_uring_op op = { 0 };
+	struct io_uring_cqe *cqe;
+	struct tally ty = { .base = &op };
+	int p[2];
+	char buf;
+	pid_t pid;
+
+	(void)state;
+	make_pipe(p);
+	track_read(f, &op, p[0], &buf, BH_FOREVER);
+	submit(f, 1);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(io_uring_wait_cqe(&f->ring, &cqe), 0); /* posted, still there */
+	pid = fork();
+	if (pid == 0) {
+		rep->r[0] = bh_uring_reap(f->t, NULL, NULL);
+		rep->v[0] = io_uring_cq_ready(&f->ring);
+		rep->v[1] = tstats(f->t).in_flight;
+		rep->v[2] = tstats(f->t).finished;
+		_exit(0);
+	}
+	wait_child(pid);
+	assert_int_equal(rep->r[0], -EPERM);
+	assert_int_equal(rep->v[0], 1);
+	assert_int_equal(rep->v[1], 1);
+	assert_int_equal(rep->v[2], 0);
+	assert_int_equal(io_uring_cq_ready(&f->ring), 1);
+	assert_int_equal(in_flight(f->bh), 1);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 1);
+	assert_int_equal(ty.done, 1);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(tstats(f->t).in_flight, 0);
+	report_free(rep);
+	close_pipe(p);
+	fix_free(f);
+}
+
+static void ignore_grant(struct bh_uring_op *op, int result)
+{
+	(void)op;
+	(void)result;
+}
+
+/* Every call of a fork child's copy that would take an SQE, write one,
+ * consume or book a CQE, queue or withdraw an op, or give permits back:
+ * -EPERM, and nothing changed, neither the child's copy nor the ring. Each
+ * call is made where, in the parent, it would succeed. The parent then
+ * finishes what it started as if the child had never run: the op whose
+ * SQE it took still tracks (a child's cancel would have made it a NOP), and
+ * both ops end with their own CQEs. */
+static void test_fork_child_calls_refused(void **state)
+{
+	struct fix *f = fix_new(16, 0, 8, 4, 0);
+	struct child_report *rep = report_new();
+	struct bh_uring_op flying = { 0 }, armed = { 0 }, idle[5] = { { 0 } }, *one[1];
+	struct io_uring_sqe *sqe, *sqes[4];
+	struct io_uring_cqe cqe = { .res = 1 };
+	struct tally ty = { 0 };
+	int p[2];
+	char buf;
+	pid_t pid;
+
+	(void)state;
+	make_pipe(p);
+	assert_int_equal(bh_uring_get_sqe(f->t, &flying, f->bh, 1, &sqe), 0);
+	io_uring_prep_read(sqe, p[0], &buf, 1, 0);
+	cqe.user_data = sqe->user_data; /* what the read's final CQE will carry */
+	assert_int_equal(bh_uring_track(f->t, &flying, BH_FOREVER), 0);
+	submit(f, 1);
+	assert_int_equal(bh_uring_get_sqe(f->t, &armed, f->bh, 1, &sqe), 0);
+	io_uring_prep_nop(sqe); /* taken, not yet tracked */
+	pid = fork();
+	if (pid == 0) {
+		struct bh_uring_stats before = tstats(f->t), after;
+		int i = 0;
+
+		rep->r[i++] = bh_uring_get_sqe(f->t, &idle[0], f->bh, 1, &sqe);
+		rep->r[i++] = bh_uring_get_sqes(f->t, &idle[1], f->bh, 1, 2, sqes);
+		one[0] = &idle[2];
+		rep->r[i++] = bh_uring_get_batch(f->t, one, 1, f->bh, 1, sqes);
+		one[0] = &idle[3];
+		rep->r[i++] = bh_uring_get_chains(f->t, one, 1, f->bh, 1, 2, sqes);
+		rep->r[i++] = bh_uring_track(f->t, &armed, BH_FOREVER);
+		one[0] = &armed;
+		rep->r[i++] = bh_uring_track_batch(f->t, one, 1);
+		rep->r[i++] = bh_uring_complete(f->t, &cqe, NULL);
+		rep->r[i++] = bh_uring_reap(f->t, NULL, NULL);
+		rep->r[i++] = bh_uring_wait(f->t, &idle[4], f->bh, 1, ignore_grant);
+		rep->r[i++] = bh_uring_cancel(f->t, &flying);
+		rep->r[i++] = bh_uring_cancel(f->t, &armed);
+		rep->r[i++] = bh_uring_drain(f->t, bh_now_ns() + 2 * BH_SEC, NULL, NULL);
+		rep->n = i;
+		after = tstats(f->t);
+		rep->v[0] = memcmp(&before, &after, sizeof(before)) != 0;
+		rep->v[1] = in_flight(f->bh);
+		rep->v[2] = io_uring_sq_ready(&f->ring);
+		for (i = 0; i < 5; i++)
+			rep->v[3] += bh_uring_op_busy(&idle[i]);
+		_exit(0);
+	}
+	wait_child(pid);
+	assert_int_equal(rep->n, 12);
+	for (int i = 0; i < rep->n; i++)
+		if (rep->r[i] != -EPERM)
+			fail_msg("the child's call %d returned %d, not -EPERM", i, rep->r[i]);
+	assert_int_equal(rep->v[0], 0); /* the child's copy: counts unchanged */
+	assert_int_equal(rep->v[1], 2); /* no permit taken or given back */
+	assert_int_equal(rep->v[2], 1); /* the SQ: armed's SQE, nothing more */
+	assert_int_equal(rep->v[3], 0); /* no op of the child's queued or armed */
+	assert_int_equal(bh_uring_track(f->t, &armed, BH_FOREVER), 0);
+	submit(f, 1);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	reap_done(f, &ty, 2);
+	assert_int_equal(in_flight(f->bh), 0);
+	assert_int_equal(io_uring_cq_ready(&f->ring), 0);
+	report_free(rep);
+	close_pipe(p);
+	fix_free(f);
+}
+
+/* The lowest descriptor number free now: the next one opened gets it. */
+static int next_fd(void)
+{
+	int fd = fcntl(0, F_DUPFD_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	close(fd);
+	return fd;
+}
+
+/* A fork child frees its copy of a tracker whose parent has ops in flight
+ * and waiting: 0, the copy's eventfd closed, no permit given back (the
+ * child's copy of the bulkhead still counts the parent's read, and still
+ * queues its waiting op). A grant there, should the child make one, does
+ * not reach the freed copy: it would write the copy's eventfd, whose
+ * number the child has given to an eventfd of its own. The parent's read
+ * and grant then come as if the child had never run. */
+static void test_fork_child_destroy_frees_copy(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	struct child_report *rep = report_new();
+	struct bh_uring_op flying = { 0 }, waiter = { 0 };
+	uint64_t v;
+	int p[2], wake_fd;
+	char buf;
+	pid_t pid;
+
+	(void)state;
+	make_pipe(p);
+	grants_reset();
+	track_read(f, &flying, p[0], &buf, BH_FOREVER);
+	wake_fd = next_fd(); /* the first wait that queues makes the eventfd */
+	assert_int_equal(bh_uring_wait(f->t, &waiter, f->bh, 1, record_grant), 1);
+	assert_int_equal(fcntl(wake_fd, F_GETFD), FD_CLOEXEC);
+	submit(f, 2); /* the read, the wake-up poll */
+	pid = fork();
+	if (pid == 0) {
+		int efd;
+
+		rep->r[0] = bh_uring_destroy(f->t);
+		rep->r[1] = fcntl(wake_fd, F_GETFD) < 0 ? -errno : 0;
+		rep->v[0] = in_flight(f->bh);
+		rep->v[1] = stats_of(f->bh).queued;
+		efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (efd != wake_fd) {
+			dup2(efd, wake_fd);
+			close(efd);
+		}
+		rep->r[2] = bh_release(f->bh, 1); /* grants the queued op, here */
+		rep->v[2] = stats_of(f->bh).queued;
+		rep->r[3] = read(wake_fd, &v, sizeof(v)) < 0 ? -errno : (int)v;
+		_exit(0);
+	}
+	wait_child(pid);
+	assert_int_equal(rep->r[0], 0);
+	assert_int_equal(rep->r[1], -EBADF);
+	assert_int_equal(rep->v[0], 1);
+	assert_int_equal(rep->v[1], 1);
+	assert_int_equal(rep->r[2], 0);
+	assert_int_equal(rep->v[2], 0); /* granted */
+	assert_int_equal(rep->r[3], -EAGAIN); /* and nothing wrote the eventfd */
+	/* The parent's tracker, ring and bulkhead go on. */
+	assert_int_equal(tstats(f->t).in_flight, 1);
+	assert_int_equal(stats_of(f->bh).queued, 1);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	reap_grants(f, 1);
+	assert_ptr_equal(grant_order[0], &waiter);
+	assert_int_equal(grant_results[0], 0);
+	assert_int_equal(tstats(f->t).in_flight, 0);
+	assert_int_equal(bh_uring_cancel(f->t, &waiter), 0); /* held: given back */
+	assert_int_equal(in_flight(f->bh), 0);
+	report_free(rep);
+	close_pipe(p);
+	fix_free(f);
+}
+
+/* A callback that forks, and whose child returns into the call that ran
+ * it, as a loop that forks a worker per request and lets the worker's
+ * copy of the loop find out what it is. The parent waits for the child
+ * first, so that whatever the child does to the ring comes before the
+ * parent's own reap goes on. */
+struct fork_in_cb {
+	bool in_child;
+	int status; /* the child's, in the parent */
+	unsigned calls;
+};
+
+static void fork_here(struct fork_in_cb *c)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		c->in_child = true;
+		return;
+	}
+	if (pid < 0 || waitpid(pid, &c->status, 0) != pid)
+		c->status = -1;
+}
+
+static void fork_on_first_cqe(void *ctx, struct io_uring_cqe *cqe, int kind,
+			      struct bh_uring_op *op)
+{
+	struct fork_in_cb *c = ctx;
+
+	(void)cqe;
+	(void)kind;
+	(void)op;
+	if (c->calls++ == 0)
+		fork_here(c);
+}
+
+/* fn forks on a batch's first CQE: the child's fn sees the rest of the
+ * batch, then its reap returns -EPERM without moving the CQ's head. Moved
+ * there, it would move again in the parent: three CQEs lost, and the head
+ * past the tail. */
+static void test_fork_in_reap_callback_leaves_cq(void **state)
+{
+	struct fix *f = fix_new(8, 0, 4, 0, 0);
+	struct child_report *rep = report_new();
+	struct bh_uring_op ops[3] = { { 0 } };
+	struct fork_in_cb c = { 0 };
+	struct tally ty = { 0 };
+	int r;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		track_nop(f, &ops[i]);
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 3), 3);
+	r = bh_uring_reap(f->t, fork_on_first_cqe, &c);
+	if (c.in_child) {
+		rep->r[0] = r;
+		rep->v[0] = io_uring_cq_ready(&f->ring);
+		rep->v[1] = c.calls;
+		_exit(0);
+	}
+	child_exited(c.status);
+	assert_int_equal(rep->r[0], -EPERM);
+	assert_int_equal(rep->v[0], 3);
+	assert_int_equal(rep->v[1], 3);
+	assert_int_equal(r, 3);
+	assert_int_equal(io_uring_cq_ready(&f->ring), 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	/* The ring still works. */
+	track_nop(f, &ops[0]);
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 1), 1);
+	assert_int_equal(bh_uring_reap(f->t, count_cqe, &ty), 1);
+	assert_int_equal(ty.done, 1);
+	assert_int_equal(io_uring_cq_ready(&f->ring), 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	report_free(rep);
+	fix_free(f);
+}
+
+static struct fork_in_cb grant_fork;
+
+static void fork_on_first_grant(struct bh_uring_op *op, int result)
+{
+	(void)op;
+	(void)result;
+	if (grant_fork.calls++ == 0)
+		fork_here(&grant_fork);
+}
+
+/* Two grants are due and the wake-up poll's CQE opens a batch of 64 with
+ * 7 CQEs behind it; the first grant's callback forks. The child delivers
+ * no more grants (they are the parent's ops') and books no second batch
+ * (its CQEs are the parent's): its reap returns -EPERM. The parent's reap
+ * goes on: both grants, all 71 CQEs. */
+static void test_fork_in_grant_callback_leaves_cq(void **state)
+{
+	enum { OWN = 70 };
+	struct fix *f = fix_new(128, 256, 2, 4, 0);
+	struct child_report *rep = report_new();
+	struct bh_uring_op a = { 0 }, b = { 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	int r;
+
+	(void)state;
+	memset(&grant_fork, 0, sizeof(grant_fork));
+	assert_int_equal(bh_try_acquire(f->bh, 2), 0);
+	assert_int_equal(bh_uring_wait(f->t, &a, f->bh, 1, fork_on_first_grant), 1);
+	assert_int_equal(bh_uring_wait(f->t, &b, f->bh, 1, fork_on_first_grant), 1);
+	submit(f, 1);
+	assert_int_equal(bh_release(f->bh, 2), 0); /* both granted */
+	assert_int_equal(io_uring_wait_cqe(&f->ring, &cqe), 0); /* the poll's */
+	for (int i = 0; i < OWN; i++) {
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_nop(sqe);
+		sqe->user_data = 7;
+	}
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, OWN + 1), OWN);
+	r = bh_uring_reap(f->t, NULL, NULL);
+	if (grant_fork.in_child) {
+		rep->r[0] = r;
+		rep->v[0] = grant_fork.calls;
+		rep->v[1] = io_uring_cq_ready(&f->ring);
+		_exit(0);
+	}
+	child_exited(grant_fork.status);
+	assert_int_equal(rep->r[0], -EPERM);
+	assert_int_equal(rep->v[0], 1);
+	assert_int_equal(rep->v[1], OWN + 1 - 64);
+	assert_int_equal(r, OWN + 1);
+	assert_int_equal(grant_fork.calls, 2);
+	assert_int_equal(io_uring_cq_ready(&f->ring), 0);
+	assert_int_equal(bh_uring_cancel(f->t, &a), 0);
+	assert_int_equal(bh_uring_cancel(f->t, &b), 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	report_free(rep);
+	fix_free(f);
+}
+
+/* bh_uring_complete runs a grant callback that forks, while the wake-up
+ * poll is owed (it ended, and the SQ was full when the tracker tried to
+ * re-arm it): the child takes no SQE for it, nor submits the parent's full
+ * SQ to make room; the parent does. */
+static void test_fork_in_complete_grant_takes_no_sqe(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	struct child_report *rep = report_new();
+	struct bh_uring_op a = { 0 }, b = { 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe, copy;
+	unsigned own = 0;
+	struct tally ty = { 0 };
+
+	(void)state;
+	memset(&grant_fork, 0, sizeof(grant_fork));
+	assert_int_equal(bh_try_acquire(f->bh, 1), 0);
+	assert_int_equal(bh_uring_wait(f->t, &a, f->bh, 1, fork_on_first_grant), 1);
+	assert_int_equal(bh_uring_wait(f->t, &b, f->bh, 1, fork_on_first_grant), 1);
+	submit(f, 1);
+	sqe = io_uring_get_sqe(&f->ring); /* our cancel-all ends the poll */
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	sqe->user_data = 9;
+	assert_int_equal(io_uring_submit_and_wait(&f->ring, 2), 1);
+	while ((sqe = io_uring_get_sqe(&f->ring)) != NULL) { /* no room to re-arm */
+		io_uring_prep_nop(sqe);
+		sqe->user_data = 7;
+		own++;
+	}
+	assert_int_equal(bh_release(f->bh, 1), 0); /* grants a */
+	for (int i = 0; i < 2; i++) {
+		int kind;
+
+		assert_int_equal(io_uring_peek_cqe(&f->ring, &cqe), 0);
+		copy = *cqe;
+		io_uring_cqe_seen(&f->ring, cqe);
+		kind = bh_uring_complete(f->t, &copy, NULL);
+		if (grant_fork.in_child) {
+			rep->r[0] = kind;
+			rep->v[0] = io_uring_sq_ready(&f->ring);
+			rep->v[1] = tstats(f->t).helpers;
+			_exit(0);
+		}
+	}
+	child_exited(grant_fork.status);
+	assert_int_equal(rep->r[0], BH_URING_HELPER); /* the poll's end */
+	assert_int_equal(rep->v[0], own);
+	assert_int_equal(rep->v[1], 0);
+	assert_int_equal(grant_fork.calls, 1);
+	/* The parent made room and re-armed the poll: b's grant still comes. */
+	assert_int_equal(io_uring_sq_ready(&f->ring), 1);
+	assert_int_equal(tstats(f->t).helpers, 1);
+	assert_int_equal(bh_uring_cancel(f->t, &a), 0);
+	while (grant_fork.calls < 2) {
+		assert_true(io_uring_submit_and_wait(&f->ring, 1) >= 0);
+		assert_true(bh_uring_reap(f->t, count_cqe, &ty) >= 0);
+	}
+	assert_int_equal(bh_uring_cancel(f->t, &b), 0);
+	assert_int_equal(in_flight(f->bh), 0);
+	report_free(rep);
+	fix_free(f);
+}
+
+static struct fork_in_cb drain_fork;
+
+static void fork_in_drain_grant(struct bh_uring_op *op, int result)
+{
+	(void)op;
+	drain_fork.calls++;
+	if (result == -ECANCELED)
+		fork_here(&drain_fork);
+}
+
+/* A drain's grant callback (-ECANCELED for a waiting op) forks: the child
+ * goes no further with the drain. Gone on, it would cancel everything on
+ * the parent's ring (the parent's read and wake-up poll would post their
+ * CQEs at once) and reap them. */
+static void test_fork_in_drain_callback_leaves_ring(void **state)
+{
+	struct fix *f = fix_new(8, 0, 1, 4, 0);
+	struct child_report *rep = report_new();
+	struct bh_uring_op flying = { 0 }, waiter = { 0 };
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = { .tv_nsec = 100 * BH_MSEC };
+	int p[2], r;
+	char buf;
+
+	(void)state;
+	memset(&drain_fork, 0, sizeof(drain_fork));
+	make_pipe(p);
+	track_read(f, &flying, p[0], &buf, BH_FOREVER);
+	assert_int_equal(bh_uring_wait(f->t, &waiter, f->bh, 1, fork_in_drain_grant), 1);
+	submit(f, 2);
+	r = bh_uring_drain(f->t, bh_now_ns() + 5 * BH_SEC, NULL, NULL);
+	if (drain_fork.in_child) {
+		rep->r[0] = r;
+		rep->v[0] = tstats(f->t).in_flight;
+		rep->v[1] = tstats(f->t).helpers;
+		rep->r[1] = io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts);
+		_exit(0);
+	}
+	child_exited(drain_fork.status);
+	assert_int_equal(rep->r[0], -EPERM);
+	assert_int_equal(rep->v[0], 1); /* the read */
+	assert_int_equal(rep->v[1], 1); /* the wake-up poll, no cancel-everything */
+	assert_int_equal(rep->r[1], -ETIME); /* nothing ended */
+	assert_int_equal(r, 0);
+	assert_int_equal(drain_fork.calls, 1);
+	assert_int_equal(in_flight(f->bh), 0);
+	report_free(rep);
+	close_pipe(p);
+	fix_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3124,6 +3619,13 @@ int main(void)
 		cmocka_unit_test(test_cross_thread_release_wakes_single_issuer_ring),
 		cmocka_unit_test(test_drain_submits_cancel_made_by_fn),
 		cmocka_unit_test(test_fork_child_drain_leaves_parent_ring),
+		cmocka_unit_test(test_fork_child_reap_leaves_parent_cqes),
+		cmocka_unit_test(test_fork_child_calls_refused),
+		cmocka_unit_test(test_fork_child_destroy_frees_copy),
+		cmocka_unit_test(test_fork_in_reap_callback_leaves_cq),
+		cmocka_unit_test(test_fork_in_grant_callback_leaves_cq),
+		cmocka_unit_test(test_fork_in_complete_grant_takes_no_sqe),
+		cmocka_unit_test(test_fork_in_drain_callback_leaves_ring),
 	};
 	struct io_uring probe;
 	int r = io_uring_queue_init(4, &probe, 0);

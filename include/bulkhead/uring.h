@@ -86,6 +86,15 @@
  * take the SQEs (io_uring_sqring_wait). A tracker serves its ring as
  * created: resizing the ring's queues afterwards is not supported.
  *
+ * FORK. A fork child's copy of a tracker sees the parent's ring (io_uring
+ * maps its queues shared), whose SQEs, CQEs and permits are the parent's:
+ * every call that would take or write an SQE, consume or book a CQE, queue
+ * or withdraw an op or give permits back returns -EPERM there (after its
+ * -EINVAL checks) and does nothing, and bh_uring_destroy frees the copy
+ * (0) without giving anything back. A call whose callback forked goes no
+ * further in the child than the callback. Cost: one relaxed load per call
+ * (per reap, not per CQE). docs/uring.md, "In a fork child".
+ *
  * ERRORS. Every function returns 0 (or a count) or a negative errno and
  * never sets errno. See bh_uring_track(3). NULL: a NULL tracker or
  * required pointer is -EINVAL (bh_uring_destroy: ignored; bh_uring_stats:
@@ -197,7 +206,9 @@ BH_API int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **o
  * post a CQE or be granted, or an op holds permits granted through it:
  * bh_uring_drain first. -EINVAL (nothing freed) from a callback of
  * bh_uring_reap or bh_uring_drain, or a grant callback: the caller still
- * uses the tracker. NULL: 0. */
+ * uses the tracker. NULL: 0. In a fork child of the process that created
+ * t: frees the child's copy, whatever the parent has in flight, and gives
+ * no permit back (0). */
 BH_API int bh_uring_destroy(bh_uring_t *t);
 
 /* Take n permits of bh for op without blocking, and nr consecutive SQEs

@@ -2,7 +2,6 @@
  * them when the ring's owner stops. Both give back exactly what the op
  * holds, whichever state it is in. */
 #include <errno.h>
-#include <unistd.h>
 
 #include "tracker.h"
 
@@ -38,6 +37,8 @@ int bh_uring_cancel(bh_uring_t *t, struct bh_uring_op *op)
 {
 	if (!t || !op)
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	if (op->state == OP_IDLE)
 		return -ENOENT;
 	if (op->t != t)
@@ -125,7 +126,7 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 	 * cancel-everything would end the parent's ops and a reap would take
 	 * their CQEs from the parent's CQ, whose permits would then never
 	 * come back. Nothing here is the child's to end. */
-	if (t->pid != getpid())
+	if (bhu_not_ours(t))
 		return -EPERM;
 	t->closing = true;
 	while (list_first(&t->waitq)) {
@@ -135,6 +136,8 @@ int bh_uring_drain(bh_uring_t *t, uint64_t deadline_ns, bh_uring_cqe_fn *fn, voi
 		t->reaping = true; /* the callback may not reap or drain */
 		op->fn(op, -ECANCELED);
 		t->reaping = false;
+		if (bhu_inherited(t)) /* it forked: the same, from here on */
+			return -EPERM;
 	}
 	/* Granted permits no SQE will ever use (gets fail from here on). */
 	while (list_first(&t->heldq))

@@ -112,7 +112,9 @@ static int settle(bh_uring_t *t, struct bh_uring_op *op)
 }
 
 /* Tell the owner's callbacks about the grants, oldest first. Each op is off
- * every list before its callback runs, so a callback may do anything. */
+ * every list before its callback runs, so a callback may do anything. One
+ * that forked leaves the child with the rest undelivered: they are grants
+ * of the parent's ops. */
 void bhu_deliver(bh_uring_t *t)
 {
 	struct bh_uring_op *op;
@@ -124,7 +126,32 @@ void bhu_deliver(bh_uring_t *t)
 			t->ready_tail = NULL;
 		op->gnext = NULL;
 		op->fn(op, settle(t, op));
+		if (bhu_inherited(t))
+			return;
 	}
+}
+
+/* What a grant calls instead of on_grant once the fork child's copy of the
+ * tracker that queued the op is gone: the child's copy of the bulkhead
+ * still queues the op, and may grant it; the permits stay with the op. */
+static void on_orphan_grant(struct bh_async *a, int result)
+{
+	(void)a;
+	(void)result;
+}
+
+/* In the child, on the thread that forked, before the copy is freed. A
+ * grant reads fn under the bulkhead's lock, which this does not take (a
+ * thread of the parent may have held it at the fork): only a thread the
+ * child made since, granting from the inherited queue meanwhile, could
+ * race it. A host-wide bulkhead never grants the parent's nodes in the
+ * child. */
+void bhu_orphan_waiters(bh_uring_t *t)
+{
+	struct bh_uring_op *op;
+
+	bhi_list_for_each(op, &t->waitq.ops, bhu_ops)
+		op->u.async.fn = on_orphan_grant;
 }
 
 /* Take op out of the bulkhead's queue. A grant that raced us has already
@@ -212,6 +239,8 @@ int bh_uring_wait(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uint32_
 
 	if (!t || !op || !bh || !fn || !ud_encodable(op) || op->state != OP_IDLE)
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	if (t->closing)
 		return -ESHUTDOWN;
 	/* The kernel refuses a poll on such a ring: no grant could wake the

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "bulkhead/uring.h"
+#include "core/layer.h"
 #include "lib/compiler.h"
 #include "lib/list.h"
 
@@ -51,6 +52,7 @@ struct op_list {
 struct bh_uring {
 	struct io_uring *ring;
 	unsigned sqe_shift; /* 1 for SQE128 rings */
+	uint32_t fork_gen;  /* bhk_fork_generation() in the process that made it */
 	bool closing;
 	bool wake_armed;  /* the eventfd poll is in the ring (or in its SQ) */
 	bool reaping;
@@ -67,13 +69,30 @@ struct bh_uring {
 	struct op_list heldq; /* OP_HELD: drain gives their permits back */
 	struct bh_uring_op *ready_head, *ready_tail; /* granted, collected, via gnext */
 	int efd;
-	pid_t pid; /* the process that made it: a fork child's copy shares the ring */
+	pid_t pid; /* the process that made it (bhu_not_ours) */
 	struct bh_uring_stats st;
 
 	/* Written by granting threads: its own line. */
 	_Alignas(BHI_CACHELINE) _Atomic(struct bh_uring_op *) granted; /* LIFO */
 	_Atomic uint32_t granting; /* grant callbacks still touching this tracker */
 };
+
+/* ---- fork ------------------------------------------------------------ */
+
+/* Whether t is a fork child's copy. io_uring maps a ring's queues shared,
+ * so the copy's ring is the parent's: its SQEs, its CQEs and the permits
+ * its ops hold are not the child's to take. One relaxed load of the count
+ * a pthread_atfork child handler keeps (bh_uring_create starts it), paid
+ * once by each call that touches the ring, never per op or CQE; also
+ * after a callback, which may have forked. */
+static inline bool bhu_inherited(const bh_uring_t *t)
+{
+	return BHI_UNLIKELY(bhk_fork_generation() != t->fork_gen);
+}
+
+/* bhu_inherited, or a child that no atfork handler ran for (_Fork, a raw
+ * clone): a getpid too, for drain and destroy, which can afford it. */
+bool bhu_not_ours(const bh_uring_t *t);
 
 /* ---- user_data ------------------------------------------------------- */
 
@@ -159,8 +178,13 @@ void bhu_sq_room_wait(struct io_uring *ring);
 
 /* ---- the grant bridge (grant.c) ------------------------------------ */
 
-/* Hand the grants other threads pushed to their callbacks, oldest first. */
+/* Hand the grants other threads pushed to their callbacks, oldest first;
+ * in a fork child that a callback made, no more. */
 void bhu_deliver(bh_uring_t *t);
+/* For a fork child's copy that is going away: the ops it had queued stay
+ * in the child's copies of their bulkheads' queues, and a grant there
+ * must not reach the freed tracker. */
+void bhu_orphan_waiters(bh_uring_t *t);
 /* Take a waiting op out of its bulkhead's queue; it is idle after. */
 void bhu_withdraw(bh_uring_t *t, struct bh_uring_op *op);
 /* Put the eventfd poll that wakes the owner into the SQ, unless it is

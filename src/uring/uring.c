@@ -54,10 +54,38 @@ int bh_uring_create(struct io_uring *ring, unsigned flags, bh_uring_t **out)
 		t->armed_idx[s] = ring->sq.sqe_tail - 2 * ring->sq.ring_entries + s -
 				  (ring->sq.sqe_tail & ring->sq.ring_mask);
 	t->efd = -1; /* made by the first wait that queues */
+	t->fork_gen = bhk_fork_watch();
 	t->pid = getpid();
 	atomic_init(&t->granted, NULL);
 	atomic_init(&t->granting, 0);
 	*out = t;
+	return 0;
+}
+
+bool bhu_not_ours(const bh_uring_t *t)
+{
+	return bhu_inherited(t) || t->pid != getpid();
+}
+
+static void free_tracker(bh_uring_t *t)
+{
+	if (t->efd >= 0)
+		close(t->efd);
+	free(t->armed_idx);
+	bhi_free_aligned(t);
+}
+
+/* A fork child's copy: the ring, the ops in flight on it and their permits
+ * are the parent's, so only the copy's memory goes. No permit goes back
+ * and no bulkhead is called: a host-wide one's permits are the parent
+ * process's, and a thread of the parent may have held a process-local
+ * one's lock at the fork, which then stays held in the child's copy. Nor
+ * is granting waited for: it counts threads of the parent, which the
+ * child does not have. */
+static int forget_copy(bh_uring_t *t)
+{
+	bhu_orphan_waiters(t);
+	free_tracker(t);
 	return 0;
 }
 
@@ -70,6 +98,8 @@ int bh_uring_destroy(bh_uring_t *t)
 	 * and at a batch's last DONE nothing else is left to refuse it. */
 	if (t->reaping)
 		return -EINVAL;
+	if (bhu_not_ours(t))
+		return forget_copy(t);
 	/* acquire: pairs with on_grant's release push, like collect(), so
 	 * an op pushed before this load is seen and keeps t alive */
 	if (t->ops || t->helpers || t->waitq.count || t->heldq.count || t->ready_head ||
@@ -79,10 +109,7 @@ int bh_uring_destroy(bh_uring_t *t)
 	 * op was delivered; acquire pairs with its release decrement. */
 	while (atomic_load_explicit(&t->granting, memory_order_acquire))
 		bhi_cpu_relax();
-	if (t->efd >= 0)
-		close(t->efd);
-	free(t->armed_idx);
-	bhi_free_aligned(t);
+	free_tracker(t);
 	return 0;
 }
 
@@ -231,6 +258,8 @@ int bh_uring_get_sqes(bh_uring_t *t, struct bh_uring_op *op, bulkhead_t *bh, uin
 		return -EINVAL;
 	if (op->state == OP_HELD && (op->bh != bh || op->n != n || op->t != t))
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	if (t->closing)
 		return -ESHUTDOWN;
 	if (io_uring_sq_space_left(t->ring) < nr + 1)
@@ -327,6 +356,8 @@ get_many(bh_uring_t *t, struct bh_uring_op **ops, unsigned count, bulkhead_t *bh
 
 	if (!t || !ops || !bh || !sqes || count == 0 || nr - 1u >= BH_URING_CHAIN_MAX)
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	if (t->closing)
 		return -ESHUTDOWN;
 	space = io_uring_sq_space_left(t->ring);
@@ -602,6 +633,8 @@ int bh_uring_track(bh_uring_t *t, struct bh_uring_op *op, uint64_t deadline_ns)
 
 	if (BHI_UNLIKELY(!t || !op || op->t != t || op->state != OP_ARMED))
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	if (BHI_LIKELY(deadline_ns == BH_FOREVER && track_fast(t, op))) {
 		op->state = OP_INFLIGHT;
 		t->st.started++;
@@ -736,6 +769,8 @@ int bh_uring_track_batch(bh_uring_t *t, struct bh_uring_op **ops, unsigned count
 
 	if (!t || !ops)
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	v = sq_view(t);
 	sealed = v.head - 1; /* no SQE: the one before head is not pending */
 	while (i < count) {
@@ -948,7 +983,9 @@ void bhu_withdraw_armed(bh_uring_t *t)
  * again. */
 static BHI_COLD void rearm_wake_now(bh_uring_t *t)
 {
-	if (!rearm_owed(t))
+	/* A grant callback that bh_uring_complete ran may have forked: the
+	 * child takes no SQE of the parent's ring. */
+	if (!rearm_owed(t) || bhu_inherited(t))
 		return;
 	if (bhu_arm_wake(t) == -EAGAIN && !bhu_armed_pending(t) &&
 	    io_uring_submit(t->ring) > 0) {
@@ -989,6 +1026,8 @@ int bh_uring_complete(bh_uring_t *t, const struct io_uring_cqe *cqe, struct bh_u
 
 	if (!t || !cqe)
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	kind = classify(t, cqe, &o, &now);
 	if (op) /* a stray's record may be reused or freed by now */
 		*op = kind >= 0 ? o : NULL;
@@ -1184,8 +1223,13 @@ static inline void show_chunk(const struct cq_runs *c, const struct chunk *k,
 
 /* One batch: book up to CHUNK CQEs, give the permits back, then show them to
  * fn - so a callback that starts a new op finds the permits free - and
- * advance the CQ. Returns how many CQEs it consumed. */
-static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
+ * advance the CQ. Returns how many CQEs it consumed, or -EPERM in a fork
+ * child that a callback made and then returned into the parent's reap:
+ * the CQ is the parent's, so the child moves its head no further (fn saw
+ * the rest of the batch; the CQEs stay for the parent) and books no more
+ * (a grant callback runs after the advance). Checked once a batch, and
+ * only after callbacks. */
+static int reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 {
 	struct io_uring *ring = t->ring;
 	struct io_uring_cq *cq = &ring->cq;
@@ -1205,12 +1249,18 @@ static unsigned reap_chunk(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 	book_chunk(t, &c, &k);
 	t->ops -= k.done;
 	t->st.finished += k.done;
-	if (fn)
+	if (fn) {
 		show_chunk(&c, &k, fn, ctx);
+		if (bhu_inherited(t))
+			return -EPERM;
+	}
 	io_uring_cq_advance(ring, c.n);
-	if (k.woken || t->ready_head)
+	if (k.woken || t->ready_head) {
 		bhu_deliver(t);
-	return c.n;
+		if (bhu_inherited(t))
+			return -EPERM;
+	}
+	return (int)c.n;
 }
 
 /* The kernel parks CQEs it had no room for; iterating the CQ never brings
@@ -1224,18 +1274,25 @@ static int flush_overflow(bh_uring_t *t)
 
 int bh_uring_reap(bh_uring_t *t, bh_uring_cqe_fn *fn, void *ctx)
 {
-	unsigned budget, total = 0, n;
-	int r = 0;
+	unsigned budget, total = 0;
+	int n, r = 0;
 
 	if (!t || t->reaping) /* reaping: a callback called us */
 		return -EINVAL;
+	if (bhu_inherited(t))
+		return -EPERM;
 	t->reaping = true;
 	budget = 16 * t->ring->cq.ring_entries; /* callbacks may keep adding CQEs */
 	while (total < budget) {
 		n = reap_chunk(t, fn, ctx);
-		total += n;
-		if (n)
+		if (BHI_LIKELY(n > 0)) {
+			total += (unsigned)n;
 			continue;
+		}
+		if (n < 0) { /* a callback forked, and this is the child */
+			t->reaping = false;
+			return n;
+		}
 		if (!io_uring_cq_has_overflow(t->ring) || (r = flush_overflow(t)) < 0)
 			break;
 	}
