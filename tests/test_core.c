@@ -1746,6 +1746,44 @@ static void test_fork_child_inherited_lock(void **state)
 	bh_destroy(bh);
 }
 
+/* A fork child of a process with no other thread in the library gets a
+ * copy of the bulkhead as it stood at the fork, and the copy is a bulkhead
+ * of its own: what the forking thread held is held in it too (and may be
+ * given back there), the rest of the limit is free, and nothing either
+ * process does moves the other's. */
+static int child_uses_copy(bulkhead_t *bh)
+{
+	if (stats_of(bh).in_flight != 1)
+		return 1;
+	if (bh_try_acquire(bh, 1) != 0 || bh_try_acquire(bh, 1) != -EBUSY)
+		return 2;
+	if (bh_release(bh, 2) != 0 || bh_release(bh, 1) != -EOVERFLOW)
+		return 3;
+	if (bh_try_acquire(bh, 2) != 0 || bh_release(bh, 2) != 0)
+		return 4;
+	return stats_of(bh).acquired == 3 && stats_of(bh).rejected == 1 ? 0 : 5;
+}
+
+static void test_fork_child_gets_a_copy(void **state)
+{
+	bulkhead_t *bh = make_bh(2, 4, 0);
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_uses_copy(bh));
+	assert_int_equal(reap_status(pid), 0);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(stats_of(bh).acquired, 1);
+	assert_int_equal(bh_try_acquire(bh, 1), 0);
+	assert_int_equal(bh_try_acquire(bh, 1), -EBUSY);
+	assert_int_equal(bh_release(bh, 2), 0);
+	bh_destroy(bh);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1799,6 +1837,7 @@ int main(void)
 		cmocka_unit_test(test_flags_survive_cas),
 		cmocka_unit_test(test_fork_child_inherited_queue),
 		cmocka_unit_test(test_fork_child_inherited_lock),
+		cmocka_unit_test(test_fork_child_gets_a_copy),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */
