@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +83,49 @@ static inline void shm_done(bulkhead_t *bh, const char *name)
 {
 	bh_destroy(bh);
 	assert_int_equal(bh_shm_unlink(name), 0);
+}
+
+/* ---- threads asleep -------------------------------------------------------- */
+
+/* Where a thread is blocked: the futex address of its system call, if that
+ * call is futex(2) (/proc/self/task/TID/syscall); 0 otherwise. */
+static inline uintptr_t futex_of(pid_t tid)
+{
+	char path[64], buf[256];
+	unsigned long nr = 0, arg = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%lu %lx", &nr, &arg) != 2)
+		arg = 0;
+	fclose(f);
+	return nr == SYS_futex ? (uintptr_t)arg : 0;
+}
+
+/* Wait (5 s at most) until a thread of this process sleeps in futex(2)
+ * on word: true when one does. */
+static inline bool await_futex_sleeper(const void *word)
+{
+	uint64_t t0 = bh_now_ns();
+
+	while (bh_now_ns() - t0 < 5 * BH_SEC) {
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *e;
+		bool found = false;
+
+		if (!d)
+			return false;
+		while (!found && (e = readdir(d)) != NULL)
+			found = e->d_name[0] != '.' &&
+				futex_of((pid_t)atoi(e->d_name)) == (uintptr_t)word;
+		closedir(d);
+		if (found)
+			return true;
+		usleep(1000);
+	}
+	return false;
 }
 
 /* ---- children ------------------------------------------------------------ */

@@ -1642,23 +1642,6 @@ static void test_create_on_full_fs(void **state)
 
 /* ---- cancellation: only a waiting bh_acquire is a cancellation point --- */
 
-/* Where a thread is blocked: the futex address of its system call, if that
- * call is futex(2) (/proc/self/task/TID/syscall); 0 otherwise. */
-static uintptr_t futex_of(pid_t tid)
-{
-	char path[64], buf[256];
-	unsigned long nr = 0, arg = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%lu %lx", &nr, &arg) != 2)
-		arg = 0;
-	fclose(f);
-	return nr == SYS_futex ? (uintptr_t)arg : 0;
-}
-
 static int cb_hold[2];
 static _Atomic int cb_running;
 

@@ -547,6 +547,127 @@ static void test_killed_waking_head(void **state)
 	shm_done(bh, name);
 }
 
+/* A process that told a sleeping head something and died before the wake
+ * it deferred to its unlock went out: a grant (BH_FAIR) or a WOKEN mark
+ * (unfair mode). Dead holding the lock (BP_HANDED: a handoff made and
+ * told), the lock is taken over and the state rebuilt; dead just after
+ * giving the lock up (BP_UNLOCKED), its ledgers are closed and the look for
+ * the dead reclaims. Neither recovery owes that head anything by itself: a
+ * GRANTED node is out of the queue, and a dispatch leaves a WOKEN head to
+ * come on its own. The recovery must wake every waiter that was told
+ * something, or the head sleeps on until its next poll for the dead
+ * (100 ms), its permit unused. */
+static int told_at, told_rebuilds;
+
+static int sleep_through_teller_death(struct fake_sync *f, unsigned call)
+{
+	struct bhs_seg *g = bhs_segment(f->bh, NULL);
+	unsigned before = fake_wakes(f);
+	char point = 0;
+
+	assert_int_equal(call, 0);
+	say(woke_by.wr, 1);
+	assert_int_equal(read(woke_by.rd, &point, 1), 1);
+	assert_int_equal(point, told_at);
+	kill_reap(&woke_by);
+	assert_int_equal(fake_wakes(f), before);
+	bhs_scan_now(f->bh);
+	assert_int_equal(atomic_load(&g->deaths), 1);
+	assert_int_equal(atomic_load(&g->rebuilds), told_rebuilds);
+	assert_int_equal(fake_wakes(f), before + 1);
+	return 0;
+}
+
+static void killed_after_telling(uint32_t flags, int at, int rebuilds)
+{
+	const char *name = uniq("told");
+	bulkhead_t *bh = shm_make(name, 1, 4, flags);
+	/* the victim's take is a fast one, with no lock: the release's
+	 * unlock is its first */
+	struct victim v = { name, at, 1, act_take_release_on_cue, 1 };
+	struct fake_sync f;
+
+	told_at = at;
+	told_rebuilds = rebuilds;
+	woke_by = spawn(victim_main, &v);
+	assert_int_equal(hear(woke_by.rd), 1); /* it holds the permit */
+	fake_init(&f, 1000, sleep_through_teller_death);
+	f.bh = bh;
+	bhs_set_sync_ops(bh, &f.ops);
+	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
+	assert_int_equal(f.waits, 1);
+	assert_int_equal(fake_wakes(&f), 1);
+	assert_false(bhs_word(bh) & (W_STARVING | W_WOKEN));
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(stats_of(bh).reclaimed, 0);
+	assert_int_equal(bh_release(bh, 1), 0);
+	bhs_set_sync_ops(bh, NULL);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
+static void test_killed_after_unlock_woken_head(void **state)
+{
+	(void)state;
+	killed_after_telling(0, BP_UNLOCKED, 0);
+}
+
+static void test_killed_after_unlock_granted_head(void **state)
+{
+	(void)state;
+	killed_after_telling(BH_FAIR, BP_UNLOCKED, 0);
+}
+
+static void test_killed_after_handoff_told(void **state)
+{
+	(void)state;
+	killed_after_telling(BH_FAIR, BP_HANDED, 1);
+}
+
+/* The same for an async waiter, whose process is told through its agent
+ * word: the granter bumped our agent word, gave the lock up and died
+ * before the wake. Our agent sleeps for poll_ns at most (10 s here); the
+ * look for the dead must wake it, so the grant is delivered at once. */
+static _Atomic int told_result = 1;
+
+static void record_told(struct bh_async *node, int result)
+{
+	(void)node;
+	atomic_store(&told_result, result);
+}
+
+static void test_killed_after_unlock_async_grant(void **state)
+{
+	const char *name = uniq("told-async");
+	bulkhead_t *bh = shm_make(name, 1, 4, BH_FAIR);
+	struct victim v = { name, BP_UNLOCKED, 1, act_take_release_on_cue, 1 };
+	struct bh_async node;
+	char point = 0;
+	uint64_t t0;
+
+	(void)state;
+	bhs_set_poll_ns(bh, 10 * BH_SEC);
+	atomic_store(&told_result, 1);
+	woke_by = spawn(victim_main, &v);
+	assert_int_equal(hear(woke_by.rd), 1); /* it holds the permit */
+	assert_int_equal(bh_acquire_async(bh, &node, 1, record_told, NULL), 1);
+	/* our agent asleep on its word, so that only a wake can get it going */
+	assert_true(await_futex_sleeper(&((struct bhs_att *)bh->ext)->proc->agent));
+	say(woke_by.wr, 1);
+	assert_int_equal(read(woke_by.rd, &point, 1), 1);
+	assert_int_equal(point, BP_UNLOCKED);
+	kill_reap(&woke_by);
+	t0 = bh_now_ns();
+	assert_true(bhs_scan_now(bh));
+	while (atomic_load(&told_result) == 1 && bh_now_ns() - t0 < 2 * BH_SEC)
+		usleep(1000);
+	assert_int_equal(atomic_load(&told_result), 0);
+	assert_int_equal(stats_of(bh).in_flight, 1);
+	assert_int_equal(bh_release(bh, 1), 0);
+	all_permits_back(bh, 1);
+	shm_done(bh, name);
+}
+
 /* An unlock whose wake went to a waiter that then died (here: the lock is
  * freed and nobody is woken at all): the other waiters still get it. */
 static int set_limit_child(void *arg, int out, int in)
@@ -2108,6 +2229,10 @@ int main(void)
 		cmocka_unit_test(test_killed_holding_lock),
 		cmocka_unit_test(test_killed_taking_extra_node),
 		cmocka_unit_test(test_killed_waking_head),
+		cmocka_unit_test(test_killed_after_unlock_woken_head),
+		cmocka_unit_test(test_killed_after_unlock_granted_head),
+		cmocka_unit_test(test_killed_after_handoff_told),
+		cmocka_unit_test(test_killed_after_unlock_async_grant),
 		cmocka_unit_test(test_swallowed_lock_wakeup),
 		cmocka_unit_test(test_killed_mid_transfer),
 		cmocka_unit_test(test_recoverer_killed_mid_rebuild),

@@ -183,5 +183,6 @@ void bhs_unlock(struct bhs_att *a)
 	if (v & LOCK_WAITERS)
 		lock_wake(&a->seg->lock);
 	pthread_mutex_unlock(&a->hmu);
+	BHS_POINT(BP_UNLOCKED);
 	bhs_flush_wakes(a);
 }

@@ -363,6 +363,48 @@ void bhs_release_self(struct bhs_att *a)
 	bhs_leave_proc(a, a->pidx);
 }
 
+/* Whether a node's owner was told something it has to wake for: a grant,
+ * a WOKEN mark, a failure. */
+static bool told_state(uint32_t st)
+{
+	return st == QS_WOKEN || st == QS_GRANTED || st == QS_SHUTDOWN || st == QS_INVALID;
+}
+
+/*
+ * A process that told a sleeping waiter something defers the wake to its
+ * unlock (bhs_notify_locked, bhs_flush_wakes). Dead after it told and
+ * before the wake went out -- under the lock or just after giving it up --
+ * it leaves the waiter asleep until its own poll for the dead (POLL_NS),
+ * and a recovery does not tell it again: a WOKEN head is "on its way" to
+ * serve(), a GRANTED node is out of the queue. A recovery cannot tell such
+ * a waiter from one that is awake, so it wakes every one that was told
+ * something: a wake nobody needed costs one futex call, after a death.
+ * Async nodes' owners are told through their agent words, once each.
+ * woken: WOKEN nodes too; a rebuild that ran has woken them already (its
+ * census sends every WOKEN node back to WAITING with a wake, and a mark
+ * its dispatch makes then wakes as any mark does).
+ */
+static void rewake_told(struct bhs_att *a, bool woken)
+{
+	uint64_t agents[(BHS_PROCS + 63) / 64] = { 0 };
+
+	for (uint32_t i = 0; i < nqnodes(a); i++) {
+		struct bhs_qnode *q = qnode_at(a, i);
+		uint32_t o = owner_of(a, &q->owner);
+		uint32_t kind = atomic_load_explicit(&q->kind, memory_order_relaxed);
+		uint32_t st = atomic_load_explicit(&q->state, memory_order_relaxed);
+
+		if (o == NONE || kind == QK_NONE || !told_state(st) || (st == QS_WOKEN && !woken))
+			continue;
+		if (kind != QK_ASYNC)
+			bhs_wake_later(a, &q->state, false);
+		else if (!(agents[o / 64] & (1ull << (o % 64)))) {
+			agents[o / 64] |= 1ull << (o % 64);
+			bhs_wake_later(a, &a->procs[o].agent, true);
+		}
+	}
+}
+
 /* Reclaim every dead process; false when none was found. */
 bool bhs_scan_locked(struct bhs_att *a)
 {
@@ -389,7 +431,9 @@ bool bhs_scan_locked(struct bhs_att *a)
 		reclaim(a, i, held);
 	}
 	if (rebuild)
-		bhs_rebuild_locked(a, false);
+		bhs_rebuild_locked(a, false); /* it wakes the told */
+	else if (found)
+		rewake_told(a, true);
 	return found;
 }
 
@@ -654,9 +698,13 @@ bool bhs_rebuild_locked(struct bhs_att *a, bool must)
 	/* A log is found open only when its writer died holding the lock,
 	 * and no handoff runs while a recovery log is open: at most one of
 	 * the two is. */
+	bool done;
+
 	bhs_grant_replay_locked(a);
 	replay(a);
-	return rebuild(a, must);
+	done = rebuild(a, must);
+	rewake_told(a, !done);
+	return done;
 }
 
 bool bhs_scan_now(bulkhead_t *bh)

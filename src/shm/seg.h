@@ -478,6 +478,8 @@ enum bhs_point {
 		       * sent (it goes out at the unlock), the lock held */
 	BP_ATTACH_READ, /* an attacher read and checked the header through
 			 * its descriptor, the segment not yet mapped */
+	BP_UNLOCKED,  /* the internal lock given up, the wakes deferred
+		       * under it not yet sent */
 	BP_NPOINTS,
 };
 
