@@ -499,11 +499,12 @@ inline reclaim(me, j)
 }
 
 /* bhs_scan_locked: reclaim the dead whose ledgers are closed; rebuild when
- * one died inside a window. */
+ * one died inside a window (opened: a flag of its own, which the dispatch
+ * in a reclaim does not touch). */
 inline scan(me)
 {
 	j = 0;
-	rb = false;
+	opened = false;
 	do
 	:: j < NPROC ->
 		if
@@ -511,7 +512,7 @@ inline scan(me)
 #ifdef MUTANT_trust_open_ledger
 			reclaim(me, j)
 #else
-			rb = true
+			opened = true
 #endif
 		:: dead_left(j) && !open_any(j) -> reclaim(me, j)
 		:: else
@@ -520,7 +521,7 @@ inline scan(me)
 	:: else -> break
 	od;
 	if
-	:: rb -> reached(W_rebuild); rebuild(me, false)
+	:: opened -> opened = false; reached(W_rebuild); rebuild(me, false)
 	:: else
 	fi
 }
@@ -530,7 +531,7 @@ inline scan(me)
 proctype worker(byte me)
 {
 	byte round, h, k, j, saved, live_held;
-	bool ok, rb;
+	bool ok, rb, opened;
 	bool live[NPROC];
 	bool tkn[NPROC];
 	bool dying[NPROC];
@@ -665,7 +666,7 @@ active proctype killer()
 active proctype last_caller()
 {
 	byte h, k, j, saved, live_held;
-	bool rb;
+	bool rb, opened;
 	bool live[NPROC];
 	bool tkn[NPROC];
 	bool dying[NPROC];
