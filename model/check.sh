@@ -122,6 +122,17 @@ shm-mutant-no-grant-replay       fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_no_gra
 shm-mutant-grant-replay-ignores-state fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_grant_replay_ignores_state
 shm-mutant-grant-replay-ignores-bit   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_grant_replay_ignores_bit
 shm-mutant-rebuild-keeps-held    fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_rebuild_keeps_held
+shm-unfair-2proc-1permit          pass safety -DNPROC=2 -DLIMIT=1 -DFAIR=0
+shm-unfair-2proc-1permit-2rounds  pass safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2 -DFAIR=0
+shm-unfair-3proc-2permits         pass safety -DNPROC=3 -DLIMIT=2 -DFAIR=0
+shm-unfair-2proc-2kills           pass safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DFAIR=0
+shm-unfair-reach-barge_woken      fail safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2 -DFAIR=0 -DREACH=W_barge_woken
+shm-unfair-reach-compete_lost     fail safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2 -DFAIR=0 -DREACH=W_compete_lost
+shm-unfair-reach-waker_died       fail safety -DNPROC=2 -DLIMIT=1 -DFAIR=0 -DREACH=W_waker_died
+shm-unfair-reach-dead_woken_head  fail safety -DNPROC=2 -DLIMIT=1 -DFAIR=0 -DREACH=W_dead_woken_head
+shm-unfair-reach-rebuild_wakes    fail safety -DNPROC=3 -DLIMIT=2 -DFAIR=0 -DREACH=W_rebuild_wakes
+shm-unfair-mutant-dead-woken-mark-stays fail safety -DNPROC=2 -DLIMIT=1 -DFAIR=0 -DMUTANT_dead_woken_mark_stays
+shm-unfair-mutant-rebuild-no-wake fail safety -DNPROC=3 -DLIMIT=2 -DFAIR=0 -DMUTANT_rebuild_no_wake
 EOF
 }
 

@@ -64,6 +64,26 @@
  *   - no living waiter waits forever (an invalid end state otherwise),
  *     which covers a grant made to a dead waiter being passed on.
  *
+ * Unfair mode (-DFAIR=0; the default, FAIR=1, is BH_FAIR): a dispatch does
+ * not hand the permit to an unfair head; it sets the word's WOKEN bit in a
+ * CAS and marks the head's node WOKEN with the exchange that says whether
+ * its owner sleeps (bhs_notify_locked), and the wake itself is sent after
+ * the unlock (bhs_wake_later, bhs_flush_wakes): a step of its own, so a
+ * kill can land between the mark and the wake, holding the lock or not.
+ * Waiters sleep on their node's state word (SLEEPING; a wake reaches only
+ * an owner asleep in the kernel); the woken head competes under the lock
+ * in its ledger's window (take with the CAS if a permit is free, else back
+ * to WAITING), and newcomers and fast gives go past it while the word is
+ * WOKEN (barging). A reclaim that unqueues a dead head clears the word's
+ * WOKEN mark; a rebuild's thaw word has none, and its census sends a
+ * living WOKEN head back to WAITING and wakes it (its waker may have died
+ * before sending the wake). Left out: the starvation guard (W_STARVING and
+ * the handoff to a starving head: an unfair head that loses always waits
+ * again) and the pre-wake of a short-hold head (prewake_head), which only
+ * adds wakes. A sleeper's poll (every 100 ms in the code) is modelled only
+ * when it finds an unaccounted dead process, as in fair mode: a waiter that
+ * nothing but its next poll would wake counts as a lost wakeup.
+ *
  * -DMUTANT_<name> plants a defect; model/check.sh expects each to fail.
  * -DREACH=W_<name> turns a witness point into a failing assertion, to show
  * the path is reachable.
@@ -81,6 +101,9 @@
 #ifndef KILLS
 #define KILLS 1
 #endif
+#ifndef FAIR
+#define FAIR 1
+#endif
 
 #define W_rebuild      1 /* a rebuild after a death inside a window */
 #define W_takeover     2 /* the lock taken over from a dead owner */
@@ -90,6 +113,11 @@
 #define W_below_zero   6 /* a slow give of a fast take: the ledger below zero */
 #define W_recoverer_died 7 /* a recoverer died with its log open */
 #define W_grant_replayed 8 /* a dead granter's handoff finished by the taker */
+#define W_compete_lost 9   /* a woken head lost the race and waits again */
+#define W_barge_woken  10  /* a newcomer took a permit past a woken head */
+#define W_waker_died   11  /* killed after marking a head WOKEN, the wake not sent */
+#define W_rebuild_wakes 12 /* a rebuild woke a sleeping WOKEN head */
+#define W_dead_woken_head 13 /* a reclaim unqueued a dead head the word had WOKEN */
 #ifdef REACH
 #define reached(w) assert(REACH != w)
 #else
@@ -100,6 +128,18 @@
 #define NS_WAITING 1
 #define NS_GRANTED 2
 #define NS_CLAIMED 3
+#define NS_SLEEPING 4 /* unfair mode: asleep, or about to be, on the state word */
+#define NS_WOKEN   5  /* unfair mode: the head, woken to compete */
+
+#if FAIR
+/* a queued node (queued_state()); only WAITING in fair mode */
+#define queued(k) (nstate[k] == NS_WAITING)
+/* no queued waiter stands in a newcomer's or a fast give's way */
+#define NOQ (nq == 0)
+#else
+#define queued(k) (nstate[k] == NS_WAITING || nstate[k] == NS_SLEEPING || nstate[k] == NS_WOKEN)
+#define NOQ (nq == 0 || wbit)
+#endif
 
 /* Arrays have room for three workers and the last caller (index 3);
  * workers beyond NPROC start finished and never run. */
@@ -126,6 +166,11 @@ byte glog_h = NONE;
 bool glog_pre;
 /* the lock: 0 free, else owner + 1 */
 byte lock;
+#if !FAIR
+bool wbit;              /* the word's WOKEN bit */
+bool in_kernel[SLOTS];  /* asleep in the kernel on its node's state word */
+byte wb[SLOTS];         /* wakes to send after the unlock, one bit per node */
+#endif
 /* per process */
 short ledger[SLOTS]; /* may run below zero: a fast take, a slow give */
 byte tin[SLOTS];     /* in: fast takes */
@@ -158,15 +203,26 @@ byte next_ticket = 1;
 #define any_dead_left (dead_left(0) || dead_left(1) || dead_left(2))
 #define over(j) (done[j] || dead[j])
 
+#if FAIR
+#define THAW_MARKS
+#define marks_ok true
+#else
+#define THAW_MARKS ; wbit = false
+/* the WOKEN mark only with a queued head */
+#define marks_ok (!wbit || nq > 0)
+#endif
+
 /* The invariants, looked at in every reachable state. */
 active proctype invariants()
 {
 end:	atomic {
-		!((frozen || total == LIMIT) && using_sum <= LIMIT && avail + held == LIMIT) ->
+		!((frozen || total == LIMIT) && using_sum <= LIMIT && avail + held == LIMIT &&
+		  marks_ok) ->
 		assert(frozen || total == LIMIT);
 		assert(using_sum <= LIMIT);
 		/* no change of the word moves the limit (avail + held) */
-		assert(avail + held == LIMIT)
+		assert(avail + held == LIMIT);
+		assert(marks_ok)
 	}
 }
 
@@ -192,10 +248,26 @@ inline take_lock(me)
 	fi
 }
 
+#if FAIR
 inline drop_lock(me)
 {
 	lock = 0
 }
+#else
+/* bhs_unlock: the unlock, then the wakes the hold left to send
+ * (bhs_flush_wakes), one step each; a wake reaches only an owner asleep
+ * in the kernel on that node's word. */
+inline drop_lock(me)
+{
+	lock = 0;
+	do
+	:: atomic { wb[me] & 1 -> wb[me] = wb[me] & 6; in_kernel[0] = false }
+	:: atomic { (wb[me] & 3) == 2 -> wb[me] = wb[me] & 5; in_kernel[1] = false }
+	:: atomic { (wb[me] & 7) == 4 -> wb[me] = 0; in_kernel[2] = false }
+	:: else -> break
+	od
+}
+#endif
 
 /* ---- the queue ----------------------------------------------------------------- */
 
@@ -207,7 +279,7 @@ inline find_head(h)
 	do
 	:: k < NPROC ->
 		if
-		:: nstate[k] == NS_WAITING && (h == NPROC || ticket[k] < ticket[h]) -> h = k
+		:: queued(k) && (h == NPROC || ticket[k] < ticket[h]) -> h = k
 		:: else
 		fi;
 		k++
@@ -221,6 +293,7 @@ inline find_head(h)
  * then), marks the node and closes the log: four steps. A granter that
  * dies between them leaves the lock to a taker that finishes a logged
  * grant whose CAS happened (grant_replay) and then rebuilds. */
+#if FAIR
 inline dispatch(me)
 {
 	do
@@ -246,6 +319,47 @@ inline dispatch(me)
 		glog_h = NONE
 	od
 }
+#else
+/* Unfair mode (serve()): the head is not handed the permit but woken to
+ * compete for it. The grant log is written as for a handoff, the CAS sets
+ * WOKEN (and leaves the grant bit as it is, so a replay finishes nothing),
+ * the log is closed, then the notify's exchange marks the node WOKEN and,
+ * if its owner went to sleep, leaves the wake for after the unlock. No
+ * CAS when the permit went meanwhile or the head is already on its way. */
+inline dispatch(me)
+{
+	atomic {
+		find_head(h);
+		if
+		:: h == NPROC || avail == 0 -> rb = true
+		:: else -> glog_h = h; glog_pre = gbit; rb = false
+		fi
+	};
+	if
+	:: rb
+	:: else ->
+		atomic {
+			if
+			:: avail == 0 || nq == 0 || wbit -> rb = true
+			:: else -> wbit = true
+			fi
+		};
+		glog_h = NONE;
+		if
+		:: rb
+		:: else ->
+			atomic {
+				if
+				:: nstate[h] == NS_SLEEPING -> wb[me] = wb[me] | (1 << h)
+				:: else
+				fi;
+				nstate[h] = NS_WOKEN
+			}
+		fi
+	fi;
+	rb = false
+}
+#endif
 
 /* bhs_grant_replay_locked: a logged handoff whose CAS happened (the grant
  * bit is no longer what the log says) and whose node is still queued is
@@ -259,7 +373,7 @@ inline grant_replay()
 #elif defined(MUTANT_grant_replay_ignores_bit)
 		:: glog_h != NONE && nstate[glog_h] == NS_WAITING ->
 #else
-		:: glog_h != NONE && gbit != glog_pre && nstate[glog_h] == NS_WAITING ->
+		:: glog_h != NONE && gbit != glog_pre && queued(glog_h) ->
 #endif
 			nstate[glog_h] = NS_GRANTED; reached(W_grant_replayed)
 		:: else
@@ -325,7 +439,7 @@ inline replay()
 		atomic { reclaimed = log_reclaimed; deaths = log_deaths };
 		atomic {
 			if
-			:: frozen -> avail = log_avail; held = log_held; nq = log_nq; frozen = false
+			:: frozen -> avail = log_avail; held = log_held; nq = log_nq; frozen = false THAW_MARKS
 			:: else
 			fi
 		};
@@ -427,7 +541,26 @@ inline rebuild(me, must)
 			do
 			:: k < NPROC ->
 				if
-				:: live[k] && nstate[k] == NS_WAITING -> log_nq++
+				:: live[k] && queued(k) ->
+					log_nq++;
+#if !FAIR
+					/* census_nodes(): a WOKEN head back to WAITING,
+					 * and woken after the unlock (its waker may have
+					 * died before its own wake); the dispatch below
+					 * serves the head afresh */
+					if
+					:: nstate[k] == NS_WOKEN ->
+						nstate[k] = NS_WAITING;
+						if
+						:: in_kernel[k] -> reached(W_rebuild_wakes)
+						:: else
+						fi;
+#ifndef MUTANT_rebuild_no_wake
+						wb[me] = wb[me] | (1 << k)
+#endif
+					:: else
+					fi
+#endif
 				:: else
 				fi;
 				dying[k] = freed(k);
@@ -458,7 +591,8 @@ inline rebuild(me, must)
 			od
 		};
 		atomic { reclaimed = log_reclaimed; deaths = log_deaths };
-		atomic { avail = log_avail; held = log_held; nq = log_nq; frozen = false };
+		/* the thaw: no WOKEN (nor STARVING) mark in the word it makes */
+		atomic { avail = log_avail; held = log_held; nq = log_nq; frozen = false THAW_MARKS };
 		log_open = false;
 		dispatch(me)
 	fi
@@ -468,11 +602,25 @@ inline rebuild(me, must)
 inline reclaim(me, j)
 {
 	/* unqueue_proc(): its queued node leaves the word's count first, in
-	 * a CAS of its own (bhs_unqueue_locked), before anything is logged;
-	 * its state stays until clear_proc */
+	 * a CAS of its own (bhs_unqueue_locked; the head's marks go with it),
+	 * before anything is logged; its state stays until clear_proc */
 	atomic {
 		if
-		:: nstate[j] == NS_WAITING -> nq--
+		:: queued(j) ->
+#if !FAIR
+			/* a leaving head takes the WOKEN mark with it */
+			find_head(h);
+			if
+			:: h == j && wbit ->
+				reached(W_dead_woken_head);
+#ifndef MUTANT_dead_woken_mark_stays
+				wbit = false
+#endif
+			:: else
+			fi;
+			h = 0;
+#endif
+			nq--
 		:: else
 		fi
 	};
@@ -528,10 +676,67 @@ inline scan(me)
 
 /* ---- a worker ---------------------------------------------------------------------- */
 
+#if !FAIR
+/* compete() (wait.c): the woken head races newcomers for the permit, under
+ * the lock, in its ledger's window: one CAS takes it (and leaves the
+ * queue) or only clears the WOKEN mark; then the node leaves the queue and
+ * the rest is served, or it waits again. won: it holds the permit. */
+inline compete(me)
+{
+	take_lock(me);
+	if
+	:: nstate[me] != NS_WOKEN -> won = false /* a rebuild sent it back to WAITING */
+	:: else ->
+		pend_l[me] = true;
+		atomic {
+			won = avail > 0;
+			if
+			:: won -> W_TAKE1; nq--; taken[me]++
+			:: else -> reached(W_compete_lost)
+			fi;
+			wbit = false
+		};
+		atomic { if :: won -> ledger[me]++ :: else fi; pend_l[me] = false };
+		if
+		:: won -> nstate[me] = NS_IDLE; dispatch(me)
+		:: else -> nstate[me] = NS_WAITING
+		fi
+	fi;
+	drop_lock(me)
+}
+
+/* wait_loop() (wait.c), no deadline: load the state; WOKEN: compete;
+ * WAITING (the head, after its spin): CAS to SLEEPING; SLEEPING: the futex
+ * wait, which sleeps only if the word still reads SLEEPING and returns on a
+ * wake, or at a poll, which is modelled when it finds an unaccounted dead
+ * process (then it scans, and the loop looks at the state again). A load
+ * and the CAS or the futex's check that follows it are one step: a state
+ * that changed between them only sends the loop round again. */
+inline wait_loop(me)
+{
+	do
+	:: nstate[me] == NS_GRANTED -> break
+	:: nstate[me] == NS_WOKEN ->
+		compete(me);
+		if
+		:: won -> break
+		:: else
+		fi
+	:: atomic { nstate[me] == NS_WAITING -> nstate[me] = NS_SLEEPING }
+	:: atomic { nstate[me] == NS_SLEEPING -> in_kernel[me] = true };
+		if
+		:: !in_kernel[me] /* woken */
+		:: atomic { in_kernel[me] && any_dead_left -> in_kernel[me] = false };
+			take_lock(me); scan(me); drop_lock(me)
+		fi
+	od
+}
+#endif
+
 proctype worker(byte me)
 {
 	byte round, h, k, j, saved, live_held;
-	bool ok, rb, opened;
+	bool ok, rb, opened, won;
 	bool live[NPROC];
 	bool tkn[NPROC];
 	bool dying[NPROC];
@@ -548,7 +753,14 @@ proctype worker(byte me)
 #endif
 			atomic {
 				if
-				:: !frozen && nq == 0 && avail > 0 -> W_TAKE1; taken[me]++; ok = true
+				:: !frozen && NOQ && avail > 0 -> W_TAKE1; taken[me]++; ok = true
+#if !FAIR
+					;
+					if
+					:: nq > 0 -> reached(W_barge_woken)
+					:: else
+					fi
+#endif
 				:: else -> ok = false
 				fi
 			};
@@ -565,7 +777,7 @@ proctype worker(byte me)
 				pend_l[me] = true;
 				atomic {
 					if
-					:: nq == 0 && avail > 0 -> W_TAKE1; taken[me]++; ok = true
+					:: NOQ && avail > 0 -> W_TAKE1; taken[me]++; ok = true
 					:: else -> nq++; ok = false
 					fi
 				};
@@ -575,15 +787,32 @@ proctype worker(byte me)
 				:: else ->
 					atomic {
 						nstate[me] = NS_WAITING; ticket[me] = next_ticket;
-						next_ticket++
+						next_ticket++;
+#if !FAIR
+						/* enqueue(): not the head, no point spinning */
+						find_head(h);
+						if
+						:: h != me -> nstate[me] = NS_SLEEPING
+						:: else
+						fi;
+						h = 0
+#endif
 					};
 					drop_lock(me);
+#if FAIR
 					/* wait for the grant, polling for the dead */
 					do
 					:: nstate[me] == NS_GRANTED -> break
 					:: any_dead_left && nstate[me] != NS_GRANTED ->
 						take_lock(me); scan(me); drop_lock(me)
 					od;
+#else
+					wait_loop(me);
+					if
+					:: won -> won = false; goto owned
+					:: else
+					fi;
+#endif
 					/* claim it in a window that checks for a freeze */
 					do
 					:: pend_l[me] = true;
@@ -600,6 +829,7 @@ proctype worker(byte me)
 					nstate[me] = NS_IDLE
 				fi
 			fi;
+owned:
 			using[me] = 1;
 			/* release */
 			using[me] = 0;
@@ -608,7 +838,7 @@ proctype worker(byte me)
 			pend_out[me] = true;
 			atomic {
 				if
-				:: !frozen && nq == 0 && held > 0 -> avail++; held--; taken[me]--; ok = true
+				:: !frozen && NOQ && held > 0 -> avail++; held--; taken[me]--; ok = true
 				:: else -> ok = false
 				fi
 			};
@@ -654,6 +884,14 @@ active proctype killer()
 				:: lock == v + 1 && log_open -> reached(W_recoverer_died)
 				:: else
 				fi
+#if !FAIR
+				;
+				/* wakes it never sent: a head it marked WOKEN sleeps on */
+				if
+				:: wb[v] != 0 -> reached(W_waker_died); wb[v] = 0
+				:: else
+				fi
+#endif
 			:: else
 			fi
 		   }
@@ -683,6 +921,9 @@ active proctype last_caller()
 	:: else -> break
 	od;
 	assert(lock == 0 && avail == LIMIT && held == 0 && nq == 0 && !frozen);
+#if !FAIR
+	assert(!wbit);
+#endif
 	/* a freed slot holds nothing, whatever its words counted */
 	assert(!gone[0] || holdings(0) == 0);
 	assert(!gone[1] || holdings(1) == 0);
