@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -24,16 +26,26 @@ struct vsync {
 	struct fake_sync f;
 	struct bhp_ops ops;
 	int fail_create; /* so many thread creations fail with -EAGAIN */
+	/* Set: a thread creation waits for it to open, with the pool's lock
+	 * held (creations happen under it), in_create set meanwhile. */
+	struct gate *create_gate;
+	_Atomic int in_create;
 	_Atomic unsigned poll_starts; /* pollers that have set their window */
 	void (*point)(struct vsync *v, enum bhp_point p, struct bh_task *t);
 	void *user;
 };
+
+static void gate_pass(struct gate *g);
 
 static int vs_create(void *ctx, pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *),
 		     void *arg)
 {
 	struct vsync *v = ctx;
 
+	if (v->create_gate) {
+		atomic_store(&v->in_create, 1);
+		gate_pass(v->create_gate);
+	}
 	if (v->fail_create > 0) {
 		v->fail_create--;
 		return -EAGAIN;
@@ -2944,6 +2956,537 @@ static void test_sizing_matches_tools(void **state)
 	assert_int_equal(s.max_threads, 4001);
 }
 
+/* ---- fork children ------------------------------------------------------------- */
+
+/* What tasks did in a fork child and in its parent, in a page both share:
+ * a child reports through it and through its exit status (an assert there
+ * would unwind the child's copy of the test), and the parent asserts. */
+enum { FK_TASKS = 4 };
+struct fork_page {
+	pid_t parent;
+	_Atomic int runs[FK_TASKS][2]; /* [task][0: in the parent, 1: in a child] */
+	_Atomic int dones[FK_TASKS][2];
+	_Atomic int done_status[FK_TASKS];
+	_Atomic pid_t child;  /* forked from a task or a done: its pid (-1: failed) */
+	_Atomic int at;       /* the forking child got to its end */
+	_Atomic int ended;    /* ...and then its thread ended */
+	int r[4];             /* what a child's calls returned */
+	_Atomic int parent_cancelled; /* bh_task_cancelled in the parent's run */
+};
+
+static struct fork_page *fpage;
+
+static void fork_page_new(void)
+{
+	void *m = mmap(NULL, sizeof(*fpage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		       -1, 0);
+
+	assert_true(m != MAP_FAILED);
+	fpage = m; /* zeroed */
+	fpage->parent = getpid();
+}
+
+static void fork_page_free(void)
+{
+	munmap(fpage, sizeof(*fpage));
+	fpage = NULL;
+}
+
+static int in_child(void)
+{
+	return getpid() != fpage->parent;
+}
+
+/* A child that hangs dies of SIGALRM instead, which the parent sees. A
+ * child forked from a pool thread has the thread's mask (every signal
+ * blocked), so SIGALRM is unblocked first. */
+static void child_alarm(void)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGALRM);
+	pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+	alarm(10);
+}
+
+/* A child that ends by exit() (returning from a pool thread) would print
+ * the parent's buffered output again. */
+static pid_t fork_flushed(void)
+{
+	fflush(stdout);
+	fflush(stderr);
+	return fork();
+}
+
+/* Its exit status, or 128 + the signal that killed it (142: SIGALRM, hung). */
+static int reap(pid_t pid)
+{
+	int st;
+
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct ftask {
+	struct bh_task task;
+	int id;               /* its row in fpage */
+	struct gate *gate;    /* run waits for it to open (NULL: no wait) */
+	void (*run_extra)(struct ftask *ft), (*done_extra)(struct ftask *ft);
+};
+
+static void ft_run(struct bh_task *t)
+{
+	struct ftask *ft = (struct ftask *)t;
+
+	atomic_fetch_add(&fpage->runs[ft->id][in_child()], 1);
+	if (ft->gate)
+		gate_pass(ft->gate);
+	if (ft->run_extra)
+		ft->run_extra(ft);
+}
+
+static void ft_done(struct bh_task *t, int status)
+{
+	struct ftask *ft = (struct ftask *)t;
+
+	atomic_store(&fpage->done_status[ft->id], status);
+	atomic_fetch_add(&fpage->dones[ft->id][in_child()], 1);
+	if (ft->done_extra)
+		ft->done_extra(ft);
+}
+
+static void ft_init(struct ftask *ft, int id, struct gate *g)
+{
+	memset(ft, 0, sizeof(*ft));
+	ft->task.run = ft_run;
+	ft->task.done = ft_done;
+	ft->id = id;
+	ft->gate = g;
+}
+
+/* Task id ran and was reported n times in the parent, never in a child. */
+static void ran_in_parent_only(int id, int n)
+{
+	assert_int_equal(atomic_load(&fpage->runs[id][0]), n);
+	assert_int_equal(atomic_load(&fpage->dones[id][0]), n);
+	assert_int_equal(atomic_load(&fpage->runs[id][1]), 0);
+	assert_int_equal(atomic_load(&fpage->dones[id][1]), 0);
+}
+
+/* In the child of a pool whose one thread runs a and has b queued: the copy
+ * takes nothing (-ESHUTDOWN, even past a deadline, the task untouched),
+ * reads as it stood, drops nothing and frees itself at once. */
+static int child_of_busy_pool(bh_pool_t *p, struct ftask *c)
+{
+	struct bh_pool_stats st;
+
+	child_alarm();
+	if (bh_pool_submit(p, &c->task) != -ESHUTDOWN)
+		return 1;
+	if (bh_pool_call(p, &c->task, BH_FOREVER) != -ESHUTDOWN)
+		return 2;
+	if (bh_pool_call(p, &c->task, 0) != -ESHUTDOWN)
+		return 3;
+	if (c->task.priv.pool != NULL)
+		return 4;
+	if (bh_pool_stats(p, &st) != 0 || st.alive != 1 || st.active != 1 || st.queued != 1 ||
+	    st.submitted != 2)
+		return 5;
+	if (strcmp(bh_pool_name(p), "tp") != 0)
+		return 6;
+	if (bh_pool_shutdown_now(p) != 0) /* b is the parent's */
+		return 7;
+	if (bh_pool_shutdown(p, BH_FOREVER) != 0) /* no thread to wait for */
+		return 8;
+	if (bh_pool_destroy(p) != 0)
+		return 9;
+	return atomic_load(&fpage->dones[1][1]) == 0 ? 0 : 10;
+}
+
+/* A pool whose thread runs a task and has another queued is copied into a
+ * fork child: there, no thread exists to run anything. The copy refuses
+ * as a shut pool does and frees itself without waiting; the parent's pool
+ * runs both tasks, each once, the queued one included. */
+static void test_fork_child_pool_is_shut(void **state)
+{
+	struct ftask a, b, c;
+	struct gate g;
+	bh_pool_t *p;
+	pid_t pid;
+
+	(void)state;
+	fork_page_new();
+	gate_init(&g);
+	ft_init(&a, 0, &g);
+	ft_init(&b, 1, NULL);
+	ft_init(&c, 2, NULL);
+	p = make_pool(1, 1, 2, BH_POOL_ABORT, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(atomic_load(&fpage->runs[0][0]) == 1);
+	assert_int_equal(bh_pool_submit(p, &b.task), 0); /* queued at the fork */
+	pid = fork_flushed();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_of_busy_pool(p, &c));
+	assert_int_equal(reap(pid), 0);
+	gate_open(&g);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	ran_in_parent_only(0, 1);
+	ran_in_parent_only(1, 1);
+	ran_in_parent_only(2, 0);
+	assert_int_equal(atomic_load(&fpage->done_status[1]), 0);
+	fork_page_free();
+}
+
+struct fk_submit {
+	bh_pool_t *pool;
+	struct ftask *ft;
+	int r;
+};
+
+static void *fk_submit_main(void *arg)
+{
+	struct fk_submit *s = arg;
+
+	s->r = bh_pool_submit(s->pool, &s->ft->task);
+	return NULL;
+}
+
+/* The child of a pool whose lock a parent thread held at the fork, for
+ * good in the child: nothing of the copy may take it. */
+static int child_of_locked_pool(bh_pool_t *p, struct ftask *c)
+{
+	struct bh_pool_stats st;
+
+	child_alarm();
+	if (bh_pool_stats(p, &st) != 0 || st.alive != 1 || st.submitted != 1)
+		return 1;
+	if (bh_pool_submit(p, &c->task) != -ESHUTDOWN)
+		return 2;
+	if (bh_pool_call(p, &c->task, BH_FOREVER) != -ESHUTDOWN)
+		return 3;
+	if (bh_pool_shutdown_now(p) != 0)
+		return 4;
+	if (bh_pool_shutdown(p, BH_FOREVER) != 0)
+		return 5;
+	return bh_pool_destroy(p) == 0 ? 0 : 6;
+}
+
+/* A parent thread is inside the pool's lock at the fork (starting a second
+ * thread for a submission, which happens under it): the child's stats,
+ * submit, call, shutdowns and destroy all return, none waits for the lock;
+ * the parent's submission then completes and its task runs, in the parent. */
+static void test_fork_child_lock_held(void **state)
+{
+	struct vsync v;
+	struct gate g, cg;
+	struct ftask a, b, c;
+	struct fk_submit s;
+	bh_pool_t *p;
+	pthread_t th;
+	pid_t pid;
+
+	(void)state;
+	fork_page_new();
+	vs_init(&v);
+	v.ops.sync = &bhi_futex_ops; /* the fake clock's lock is not the point */
+	gate_init(&g);
+	gate_init(&cg);
+	ft_init(&a, 0, &g);
+	ft_init(&b, 1, NULL);
+	ft_init(&c, 2, NULL);
+	p = make_pool(1, 2, 0, BH_POOL_ABORT, &v);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(atomic_load(&fpage->runs[0][0]) == 1);
+	v.create_gate = &cg;
+	s = (struct fk_submit){ .pool = p, .ft = &b, .r = 12345 };
+	assert_int_equal(pthread_create(&th, NULL, fk_submit_main, &s), 0);
+	AWAIT(atomic_load(&v.in_create)); /* b needs a second thread: the lock is held */
+	pid = fork_flushed();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_of_locked_pool(p, &c));
+	assert_int_equal(reap(pid), 0);
+	gate_open(&cg);
+	pthread_join(th, NULL);
+	assert_int_equal(s.r, 0);
+	gate_open(&g);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	ran_in_parent_only(0, 1);
+	ran_in_parent_only(1, 1);
+	ran_in_parent_only(2, 0);
+	fork_page_free();
+}
+
+/* ---- a fork from a task or a done callback ---- */
+
+static bh_pool_t *fk_pool;
+static struct ftask fk_c; /* what a child tries to submit */
+
+/* The end of a fork child's one thread, seen by its thread-specific data's
+ * destructor. The return of the child's last thread would go on to exit(0);
+ * the child ends here instead, with _exit: a leak checker's exit handler
+ * would count the test's memory, which only the test's thread reached, and
+ * that thread is not in the child (and ThreadSanitizer's handlers crash
+ * in a process whose last thread has ended). */
+static pthread_key_t child_end_key;
+
+static void child_thread_ended(void *v)
+{
+	(void)v;
+	atomic_store(&fpage->ended, 1);
+	_exit(0);
+}
+
+/* Fork here, on a pool thread. The parent records the child and goes on;
+ * the child records what the pool's calls say to it and returns into the
+ * pool, which must end its thread at once. */
+static void fork_from_pool_thread(struct ftask *ft)
+{
+	pid_t pid = fork_flushed();
+
+	if (pid != 0) {
+		atomic_store(&fpage->parent_cancelled, bh_task_cancelled(&ft->task));
+		atomic_store(&fpage->child, pid < 0 ? -1 : pid);
+		return;
+	}
+	child_alarm();
+	fpage->r[0] = bh_task_cancelled(&ft->task);
+	fpage->r[1] = bh_pool_submit(fk_pool, &fk_c.task);
+	fpage->r[2] = bh_pool_destroy(fk_pool); /* this thread is a pool thread's copy */
+	atomic_store(&fpage->at, 1);
+	if (pthread_key_create(&child_end_key, child_thread_ended) == 0)
+		pthread_setspecific(child_end_key, &child_end_key);
+}
+
+/* The one thread runs f, with q queued behind it at the fork; f's run, or
+ * its done (by then q is that thread's next task), forks. The child's thread
+ * leaves when the user code returns: f is not reported there and q does not
+ * run there (in the done case it would next, in the run case f's done would
+ * be next). Both are the parent's, which runs and reports each once. */
+static void check_fork_from(bool from_run)
+{
+	struct ftask f, q;
+	struct gate g;
+
+	fork_page_new();
+	gate_init(&g);
+	ft_init(&f, 0, &g);
+	ft_init(&q, 1, NULL);
+	ft_init(&fk_c, 2, NULL);
+	if (from_run)
+		f.run_extra = fork_from_pool_thread;
+	else
+		f.done_extra = fork_from_pool_thread;
+	fk_pool = make_pool(1, 1, 2, BH_POOL_ABORT, NULL);
+	assert_int_equal(bh_pool_submit(fk_pool, &f.task), 0);
+	AWAIT(atomic_load(&fpage->runs[0][0]) == 1);
+	assert_int_equal(bh_pool_submit(fk_pool, &q.task), 0);
+	gate_open(&g);
+	AWAIT(atomic_load(&fpage->child) != 0);
+	assert_true(atomic_load(&fpage->child) > 0);
+	assert_int_equal(reap(atomic_load(&fpage->child)), 0);
+	assert_int_equal(atomic_load(&fpage->at), 1);
+	assert_int_equal(atomic_load(&fpage->ended), 1);
+	if (from_run) {
+		assert_true(fpage->r[0]);
+		assert_false(atomic_load(&fpage->parent_cancelled));
+	}
+	assert_int_equal(fpage->r[1], -ESHUTDOWN);
+	assert_int_equal(fpage->r[2], -EDEADLK);
+	AWAIT(atomic_load(&fpage->dones[1][0]) == 1);
+	assert_int_equal(bh_pool_destroy(fk_pool), 0);
+	ran_in_parent_only(0, 1);
+	ran_in_parent_only(1, 1);
+	ran_in_parent_only(2, 0);
+	fork_page_free();
+}
+
+static void test_fork_from_run(void **state)
+{
+	(void)state;
+	check_fork_from(true);
+}
+
+static void test_fork_from_done(void **state)
+{
+	(void)state;
+	check_fork_from(false);
+}
+
+/* A call made from done runs on its caller (no other thread idles), and its
+ * run forks while a parent thread holds the pool's lock (starting a thread
+ * for another submission). The child's copy of the call returns without
+ * the lock it would finish the call under, and its thread then leaves. */
+static struct ftask ch_i;
+static _Atomic int ch_in_inner, ch_go, ch_call_r = 12345;
+
+static void ch_done_calls(struct ftask *ft)
+{
+	(void)ft;
+	atomic_store(&ch_call_r, bh_pool_call(fk_pool, &ch_i.task, BH_FOREVER));
+}
+
+static void ch_inner_forks(struct ftask *ft)
+{
+	uint64_t end = bh_now_ns() + 10 * BH_SEC;
+
+	atomic_store(&ch_in_inner, 1);
+	while (!atomic_load(&ch_go) && bh_now_ns() < end) /* the test asserts */
+		sched_yield();
+	fork_from_pool_thread(ft);
+}
+
+static void test_fork_from_call_run_on_caller(void **state)
+{
+	struct vsync v;
+	struct gate cg;
+	struct ftask f, h;
+	struct fk_submit s;
+	pthread_t th;
+
+	(void)state;
+	fork_page_new();
+	vs_init(&v);
+	v.ops.sync = &bhi_futex_ops;
+	gate_init(&cg);
+	ft_init(&f, 0, NULL);
+	ft_init(&ch_i, 1, NULL);
+	ft_init(&h, 3, NULL);
+	ft_init(&fk_c, 2, NULL);
+	f.done_extra = ch_done_calls;
+	ch_i.run_extra = ch_inner_forks;
+	atomic_store(&ch_in_inner, 0);
+	atomic_store(&ch_go, 0);
+	atomic_store(&ch_call_r, 12345);
+	fk_pool = make_pool(1, 2, 0, BH_POOL_ABORT, &v);
+	assert_int_equal(bh_pool_submit(fk_pool, &f.task), 0);
+	AWAIT(atomic_load(&ch_in_inner));
+	assert_int_equal(pstats(fk_pool).alive, 1); /* the call runs on f's thread */
+	v.create_gate = &cg;
+	s = (struct fk_submit){ .pool = fk_pool, .ft = &h, .r = 12345 };
+	assert_int_equal(pthread_create(&th, NULL, fk_submit_main, &s), 0);
+	AWAIT(atomic_load(&v.in_create)); /* h needs a second thread: the lock is held */
+	atomic_store(&ch_go, 1);
+	AWAIT(atomic_load(&fpage->child) != 0);
+	assert_true(atomic_load(&fpage->child) > 0);
+	assert_int_equal(reap(atomic_load(&fpage->child)), 0);
+	assert_int_equal(atomic_load(&fpage->at), 1);
+	assert_int_equal(atomic_load(&fpage->ended), 1);
+	assert_int_equal(fpage->r[1], -ESHUTDOWN);
+	gate_open(&cg);
+	pthread_join(th, NULL);
+	assert_int_equal(s.r, 0);
+	AWAIT(atomic_load(&ch_call_r) == 0 && atomic_load(&fpage->dones[3][0]) == 1);
+	assert_int_equal(bh_pool_destroy(fk_pool), 0);
+	ran_in_parent_only(0, 1);
+	ran_in_parent_only(3, 1);
+	assert_int_equal(atomic_load(&fpage->runs[1][0]), 1); /* a call: no done */
+	assert_int_equal(atomic_load(&fpage->runs[1][1]), 0);
+	fork_page_free();
+}
+
+/* The first dropped task's done, run by bh_pool_shutdown_now, forks. The
+ * child's copy of that shutdown reports none of the others: the parent
+ * does, each once. */
+static void fork_from_caller(struct ftask *ft)
+{
+	pid_t pid;
+
+	(void)ft;
+	pid = fork_flushed();
+	if (pid == 0)
+		child_alarm();
+	else
+		atomic_store(&fpage->child, pid < 0 ? -1 : pid);
+}
+
+static void test_fork_from_dropped_done(void **state)
+{
+	struct ftask a, d[3];
+	struct gate g;
+	bh_pool_t *p;
+	int r;
+
+	(void)state;
+	fork_page_new();
+	gate_init(&g);
+	ft_init(&a, 0, &g);
+	for (int i = 0; i < 3; i++)
+		ft_init(&d[i], 1 + i, NULL);
+	d[0].done_extra = fork_from_caller;
+	p = make_pool(1, 1, 3, BH_POOL_ABORT, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(atomic_load(&fpage->runs[0][0]) == 1);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bh_pool_submit(p, &d[i].task), 0);
+	r = bh_pool_shutdown_now(p);
+	if (in_child())
+		_exit(r == 3 && atomic_load(&fpage->dones[2][1]) + atomic_load(&fpage->dones[3][1]) == 0
+			      ? 0
+			      : 1);
+	assert_int_equal(r, 3);
+	assert_true(atomic_load(&fpage->child) > 0);
+	assert_int_equal(reap(atomic_load(&fpage->child)), 0);
+	gate_open(&g);
+	assert_int_equal(bh_pool_destroy(p), 0);
+	for (int i = 1; i < 4; i++) {
+		assert_int_equal(atomic_load(&fpage->runs[i][0]), 0);
+		assert_int_equal(atomic_load(&fpage->dones[i][0]), 1);
+		assert_int_equal(atomic_load(&fpage->dones[i][1]), 0);
+		assert_int_equal(atomic_load(&fpage->done_status[i]), -ECANCELED);
+	}
+	fork_page_free();
+}
+
+/* ThreadSanitizer intercepts fork, not _Fork: in a _Fork child it still
+ * counts the parent's threads, and reports their last accesses to the pool
+ * as races with the child's destroy. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
+/* A child made without the atfork handlers (_Fork) is not told by the fork
+ * count; destroy, which would otherwise join the parent's thread, tells it
+ * by its process id. */
+static void test_fork_without_handlers_destroy(void **state)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)) && \
+	!defined(UNDER_TSAN)
+	struct ftask a;
+	bh_pool_t *p;
+	pid_t pid;
+
+	(void)state;
+	fork_page_new();
+	ft_init(&a, 0, NULL);
+	p = make_pool(1, 1, 0, BH_POOL_ABORT, NULL);
+	assert_int_equal(bh_pool_submit(p, &a.task), 0);
+	AWAIT(atomic_load(&fpage->dones[0][0]) == 1 && pstats(p).active == 0);
+	fflush(stdout);
+	fflush(stderr);
+	pid = _Fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(10);
+		_exit(bh_pool_destroy(p) == 0 ? 0 : 1);
+	}
+	assert_int_equal(reap(pid), 0);
+	assert_int_equal(bh_pool_call(p, &a.task, BH_FOREVER), 0); /* the parent's still works */
+	assert_int_equal(bh_pool_destroy(p), 0);
+	fork_page_free();
+#else
+	(void)state;
+	skip(); /* no _Fork, or ThreadSanitizer */
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3012,8 +3555,17 @@ int main(void)
 		cmocka_unit_test(test_shutdown_during_call_from_done),
 		cmocka_unit_test(test_call_from_done_spinner_and_keepalive),
 		cmocka_unit_test(test_submit_then_call_from_done),
+		cmocka_unit_test(test_fork_child_pool_is_shut),
+		cmocka_unit_test(test_fork_child_lock_held),
+		cmocka_unit_test(test_fork_from_run),
+		cmocka_unit_test(test_fork_from_done),
+		cmocka_unit_test(test_fork_from_call_run_on_caller),
+		cmocka_unit_test(test_fork_from_dropped_done),
+		cmocka_unit_test(test_fork_without_handlers_destroy),
 	};
 
 	alarm(300); /* a lost wakeup must fail the run, not hang it */
+	if (getenv("BH_TEST_FILTER")) /* one test: BH_TEST_FILTER=test_name */
+		cmocka_set_test_filter(getenv("BH_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

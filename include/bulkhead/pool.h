@@ -79,12 +79,22 @@
  * call that does not wait leaves a pending request to the next cancellation
  * point. bh_task_cancelled tells a running task that nobody waits for it.
  *
+ * FORK. fork() copies only the calling thread: a child's copy of a pool has
+ * no threads, the parent's queued tasks, and maybe a lock a parent thread
+ * held at the fork. It acts as a pool shut down that needs no waiting:
+ * submit and call return -ESHUTDOWN, both shutdowns return 0 at once,
+ * destroy frees the copy and returns 0, stats reads it as it was at the
+ * fork; none takes its lock, and the parent's tasks neither run nor are
+ * reported in the child. A task or done that forks: when it returns in the
+ * child, that thread (a pool thread's copy) ends, and so does the child, as
+ * by exit(0). See docs/pool.md, "In a fork child".
+ *
  * ERRORS. Negative errno values, never errno, in the order of bulkhead.h:
  * -EINVAL (a NULL pool, task or run; a bad configuration), -ESHUTDOWN (the
- * pool is shutting down), -ETIMEDOUT (bh_pool_call: a deadline already
- * past, or the wait ended), then -EBUSY (full, BH_POOL_ABORT; or what the
- * policy does) and -EAGAIN (a thread was needed and could not be
- * created). bh_pool_call also returns -ECANCELED (dropped while queued),
+ * pool is shutting down, or is a fork child's copy), -ETIMEDOUT
+ * (bh_pool_call: a deadline already past, or the wait ended), then -EBUSY
+ * (full, BH_POOL_ABORT; or what the policy does) and -EAGAIN (a thread was
+ * needed and could not be created). bh_pool_call also returns -ECANCELED (dropped while queued),
  * bh_pool_create -ENOMEM, bh_pool_destroy -EDEADLK. See bh_pool_create(3)
  * and docs/pool.md.
  */

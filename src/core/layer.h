@@ -67,7 +67,9 @@ void bhi_gate_set(bulkhead_t *bh, uint64_t until_ns);
 
 /* In a fork child, for a handle whose layer belongs to the parent: shut
  * the gate and close the bulkhead (every admission then fails with
- * -ESHUTDOWN), taking no lock. Only from a pthread_atfork child handler. */
+ * -ESHUTDOWN), taking no lock. Only where no other thread can touch bh: a
+ * pthread_atfork child handler, or a pool freeing its copy of its
+ * admission bulkhead in a child (no call on the pool may run then). */
 void bhi_close_inherited(bulkhead_t *bh);
 
 /* CLOCK_MONOTONIC_COARSE in ns: never ahead of CLOCK_MONOTONIC, behind it

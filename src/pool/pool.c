@@ -71,7 +71,7 @@ static int close_pool(struct bh_pool *p, bool now)
 {
 	struct bhp_tasks plain = { NULL, NULL };
 	struct bh_task *t, *next;
-	uint32_t n = 0;
+	uint32_t n = 0, gen;
 	int cs;
 
 	pool_lock(p);
@@ -95,7 +95,12 @@ static int close_pool(struct bh_pool *p, bool now)
 	 * would leave the tasks after it unreported. Deferred: it stays
 	 * pending for the next cancellation point. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	gen = bhk_fork_generation();
 	bhi_list_for_each_safe(t, next, &plain, bhp_tasks) {
+		/* A done that forked: in the child, the rest are the parent's
+		 * to report (read apart from p, which a done may have freed). */
+		if (bhk_fork_generation() != gen)
+			break;
 		if (t->done)
 			t->done(t, -ECANCELED);
 	}
@@ -144,12 +149,25 @@ static int drain(struct bh_pool *p, uint64_t deadline)
 	}
 }
 
+/* pool_inherited, or a child that no atfork handler ran for (_Fork, a raw
+ * clone). A system call: only for the shutdowns and destroy, which would
+ * otherwise wake, wait for and join threads that do not exist. */
+static bool not_ours(const struct bh_pool *p)
+{
+	return pool_inherited(p) || p->pid != getpid();
+}
+
+/* In a fork child, the copy has no thread to wait for (the parent's do not
+ * exist there) and holds no task of the child's: the queued ones are the
+ * parent's, which runs and reports them. So nothing is left to finish. */
 int bh_pool_shutdown(bh_pool_t *p, uint64_t deadline_ns)
 {
 	int left, cs;
 
 	if (!p)
 		return -EINVAL;
+	if (not_ours(p))
+		return 0;
 	close_pool(p, false);
 	if (bhp_on_own_thread(p)) { /* it cannot wait for itself */
 		pool_lock(p);
@@ -170,19 +188,42 @@ int bh_pool_shutdown(bh_pool_t *p, uint64_t deadline_ns)
 	return left;
 }
 
+/* In a fork child, nothing is dropped: the queued tasks are the parent's. */
 int bh_pool_shutdown_now(bh_pool_t *p)
 {
 	if (!p)
 		return -EINVAL;
+	if (not_ours(p))
+		return 0;
 	return close_pool(p, true);
+}
+
+/* A fork child's copy: only its memory goes. Its threads are the parent's
+ * and do not exist here, so none is woken or joined; its queued tasks are
+ * the parent's, so none is reported; a parent thread may have held its lock
+ * at the fork, so the lock is neither taken nor destroyed (destroying a
+ * held mutex is undefined; a Linux mutex owns nothing outside its bytes).
+ * The admission bulkhead's copy gets a lock of its own before it goes, for
+ * the same reason (its close or a limit change may have been under way). */
+static int forget_copy(struct bh_pool *p)
+{
+	bhi_close_inherited(p->adm);
+	bh_destroy(p->adm);
+	pthread_attr_destroy(&p->attr);
+	bhi_free_aligned(p);
+	return 0;
 }
 
 int bh_pool_destroy(bh_pool_t *p)
 {
 	if (!p)
 		return 0;
+	/* first: in a child forked from a task, the thread that forked is a
+	 * copy of a pool thread, and returns into the pool when run does */
 	if (bhp_on_own_thread(p))
 		return -EDEADLK;
+	if (not_ours(p))
+		return forget_copy(p);
 	bh_pool_shutdown(p, BH_FOREVER);
 	bh_destroy(p->adm);
 	pthread_attr_destroy(&p->attr);
@@ -298,6 +339,8 @@ static void configure(struct bh_pool *p, const struct bh_pool_config *cfg,
 	p->spin_ns = ops->spin_ns;
 	atomic_init(&p->spin_on, true);
 	p->max_pollers = pollers_for_cpus();
+	p->fork_gen = bhk_fork_watch();
+	p->pid = getpid();
 	set_name(p, cfg->name);
 	for (uint32_t i = p->max; i-- > 0;) {
 		p->workers[i].pool = p;
@@ -349,16 +392,10 @@ void bhp_set_spin_ns(bh_pool_t *p, uint64_t ns)
 	p->spin_ns = ns;
 }
 
-int bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
+/* Under the lock, or in a fork child's copy, which no thread changes. */
+static void copy_counters(const struct bh_pool *p, struct bh_pool_stats *out,
+			  uint64_t refused_busy)
 {
-	struct bh_pool *p = (struct bh_pool *)cp;
-	uint64_t refused_busy;
-
-	if (!p || !out)
-		return -EINVAL;
-	refused_busy = bhi_rejected(p->adm);
-	memset(out, 0, sizeof(*out));
-	pool_lock(p);
 	out->alive = p->alive;
 	out->active = p->active;
 	out->queued = p->queued;
@@ -370,7 +407,26 @@ int bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
 	out->discarded = p->discarded;
 	out->caller_ran = p->caller_ran;
 	out->rejected = refused_busy + p->policy_took + p->no_thread;
-	pool_unlock(p);
+}
+
+/* A fork child's copy is read without its lock, which a parent thread may
+ * have held at the fork: what was so then. */
+int bh_pool_stats(const bh_pool_t *cp, struct bh_pool_stats *out)
+{
+	struct bh_pool *p = (struct bh_pool *)cp;
+	uint64_t refused_busy;
+
+	if (!p || !out)
+		return -EINVAL;
+	refused_busy = bhi_rejected(p->adm);
+	memset(out, 0, sizeof(*out));
+	if (pool_inherited(p)) {
+		copy_counters(p, out, refused_busy);
+	} else {
+		pool_lock(p);
+		copy_counters(p, out, refused_busy);
+		pool_unlock(p);
+	}
 	out->core_threads = p->core;
 	out->max_threads = p->max;
 	out->queue_capacity = p->cap;

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "bulkhead/pool.h"
 #include "core/layer.h"       /* the admission bulkhead: bhi_try_take, ... */
@@ -120,6 +121,8 @@ struct bh_pool {
 	uint64_t keep_alive_ns;
 	uint64_t spin_ns;     /* how long an idle worker polls before sleeping */
 	uint32_t max_pollers; /* idle workers polling at once, at most */
+	uint32_t fork_gen;    /* bhk_fork_generation() in the process that made it */
+	pid_t pid;            /* and its id (pool.c: not_ours) */
 	pthread_attr_t attr; /* stack size */
 	char name[16];
 	_Atomic bool stop_now;                   /* bh_pool_shutdown_now: tasks cancelled */
@@ -184,6 +187,21 @@ static inline void pool_lock(struct bh_pool *p)
 static inline void pool_unlock(struct bh_pool *p)
 {
 	pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * Whether p is a fork child's copy. fork() copies only the calling thread,
+ * so the copy's workers do not exist, its queue holds the parent's tasks,
+ * and its lock may have been held by a parent thread at the fork, for good
+ * in the child. Such a copy is never locked, woken, joined or run from
+ * (docs/pool.md, "In a fork child"). One relaxed load of the fork count
+ * (src/core/layer.h; bhp_create starts it) and a compare, on the submit
+ * and call paths and twice per task on a worker's: after run and after
+ * done, which may have forked.
+ */
+static inline bool pool_inherited(const struct bh_pool *p)
+{
+	return BHI_UNLIKELY(bhk_fork_generation() != p->fork_gen);
 }
 
 static inline void pool_point(const struct bh_pool *p, enum bhp_point where, struct bh_task *t)

@@ -299,6 +299,8 @@ int bh_pool_submit(bh_pool_t *p, struct bh_task *t)
 
 	if (BHI_UNLIKELY(!p || !t || !t->run))
 		return -EINVAL;
+	if (pool_inherited(p)) /* a fork child's copy runs nothing: shut down */
+		return -ESHUTDOWN;
 	task_prepare(p, t, 0);
 	r = admit_task(p, t, &here);
 	return r == -EBUSY ? submit_full(p, t) : r;
@@ -384,14 +386,17 @@ static int call_full(struct bh_pool *p, struct bh_task *t, uint64_t deadline)
 
 /* A call placed on its caller (place_locked): run it here, in the slot the
  * caller's own finished task freed, and finish it as its worker would,
- * the worker then going back where its own finish put it. */
+ * the worker then going back where its own finish put it. If run forked,
+ * the child returns 0 (run has returned) without the lock: its done then
+ * returns into the worker loop, which leaves (worker.c). */
 static int call_here(struct bh_pool *p, struct bh_task *t)
 {
 	struct bhp_worker *self = bhp_own_worker(p);
 	struct bhp_ran r;
 	uint32_t excess;
 
-	task_run(p, t, &r);
+	if (!task_run(p, t, &r))
+		return 0;
 	pool_lock(p);
 	task_finish_locked(p, t, &r); /* nobody waits: never abandoned */
 	bhp_reidle_self_locked(p, self);
@@ -412,6 +417,8 @@ int bh_pool_call(bh_pool_t *p, struct bh_task *t, uint64_t deadline_ns)
 
 	if (!p || !t || !t->run)
 		return -EINVAL;
+	if (pool_inherited(p)) /* as in bh_pool_submit; outranks the deadline */
+		return -ESHUTDOWN;
 	task_prepare(p, t, TF_CALL);
 	if (deadline_ns <= pool_now(p))
 		return give_up_early(p, t);
@@ -427,6 +434,8 @@ int bh_pool_call(bh_pool_t *p, struct bh_task *t, uint64_t deadline_ns)
 	return here == HERE_SLOT ? call_here(p, t) : wait_call(p, t, deadline_ns);
 }
 
+/* In a fork child made from run, nobody waits for the child's copy of the
+ * task: its caller, its done and the pool's threads are the parent's. */
 bool bh_task_cancelled(const struct bh_task *t)
 {
 	const struct bh_pool *p;
@@ -436,5 +445,7 @@ bool bh_task_cancelled(const struct bh_task *t)
 	p = t->priv.pool;
 	/* relaxed: a flag polled by run, publishing nothing */
 	return task_abandoned(t) ||
-	       (p && atomic_load_explicit(&((struct bh_pool *)p)->stop_now, memory_order_relaxed));
+	       (p && (atomic_load_explicit(&((struct bh_pool *)p)->stop_now,
+					   memory_order_relaxed) ||
+		      pool_inherited(p)));
 }

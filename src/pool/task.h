@@ -83,16 +83,22 @@ struct bhp_ran {
 	bool call;
 };
 
-static inline void task_run(struct bh_pool *p, struct bh_task *t, struct bhp_ran *r)
+/* Run t on its worker. false: run forked and this is the child, whose copy
+ * of the task is the parent's to report; nothing more is done with it here
+ * (not even the latency sample: the parent's copy of this thread sends it). */
+static inline bool task_run(struct bh_pool *p, struct bh_task *t, struct bhp_ran *r)
 {
 	uint64_t t0 = sample_start(p);
 
 	r->done = t->done;
 	r->call = task_is_call(t);
 	t->run(t);
+	if (pool_inherited(p))
+		return false;
 	if (BHI_UNLIKELY(t0))
 		bhp_sample_run(p, t0);
 	pool_point(p, BHP_AFTER_RUN, t);
+	return true;
 }
 
 /* Under the lock: the task is over; it counts as completed or abandoned in

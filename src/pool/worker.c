@@ -420,6 +420,16 @@ void bhp_reidle_self_locked(struct bh_pool *p, struct bhp_worker *w)
 	}
 }
 
+/*
+ * A task's run or done that forks makes a child whose one thread is a copy
+ * of this one, back in this loop when run or done returns. The pool there
+ * is a copy (pool_inherited) whose lock may be held for good, and the task
+ * just run and the next one taken for this thread belong to the parent,
+ * whose copy of this thread reports and runs them. So the child's thread
+ * leaves as soon as the user code returns, taking no lock and no task;
+ * being the child's only thread, it ends the child as exit(0) would
+ * (docs/pool.md, "In a fork child").
+ */
 static void *worker_main(void *arg)
 {
 	struct bhp_worker *w = arg;
@@ -437,8 +447,11 @@ static void *worker_main(void *arg)
 	while (t) {
 		struct bhp_ran r;
 
-		task_run(p, t, &r);
+		if (!task_run(p, t, &r))
+			return NULL; /* run forked: this is the child */
 		t = finish_and_next(p, w, t, &r, &idle);
+		if (pool_inherited(p))
+			return NULL; /* done forked: t is the parent's */
 		if (!t && idle)
 			t = park(p, w);
 	}
