@@ -124,15 +124,19 @@ shm-mutant-grant-replay-ignores-bit   fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_g
 shm-mutant-rebuild-keeps-held    fail safety -DNPROC=3 -DLIMIT=1 -DMUTANT_rebuild_keeps_held
 shm-unfair-2proc-1permit          pass safety -DNPROC=2 -DLIMIT=1 -DFAIR=0
 shm-unfair-2proc-1permit-2rounds  pass safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2 -DFAIR=0
+shm-unfair-3proc-1permit          pass safety -DNPROC=3 -DLIMIT=1 -DFAIR=0
 shm-unfair-3proc-2permits         pass safety -DNPROC=3 -DLIMIT=2 -DFAIR=0
 shm-unfair-2proc-2kills           pass safety -DNPROC=2 -DLIMIT=1 -DKILLS=2 -DFAIR=0
 shm-unfair-reach-barge_woken      fail safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2 -DFAIR=0 -DREACH=W_barge_woken
 shm-unfair-reach-compete_lost     fail safety -DNPROC=2 -DLIMIT=1 -DROUNDS=2 -DFAIR=0 -DREACH=W_compete_lost
 shm-unfair-reach-waker_died       fail safety -DNPROC=2 -DLIMIT=1 -DFAIR=0 -DREACH=W_waker_died
 shm-unfair-reach-dead_woken_head  fail safety -DNPROC=2 -DLIMIT=1 -DFAIR=0 -DREACH=W_dead_woken_head
-shm-unfair-reach-rebuild_wakes    fail safety -DNPROC=3 -DLIMIT=2 -DFAIR=0 -DREACH=W_rebuild_wakes
+shm-unfair-reach-rebuild_wakes    fail safety -DNPROC=3 -DLIMIT=1 -DFAIR=0 -DREACH=W_rebuild_wakes
+shm-unfair-reach-rewake           fail safety -DNPROC=3 -DLIMIT=1 -DFAIR=0 -DREACH=W_rewake
+shm-unfair-reach-rewaker_died     fail safety -DNPROC=3 -DLIMIT=1 -DKILLS=2 -DFAIR=0 -DREACH=W_rewaker_died
 shm-unfair-mutant-dead-woken-mark-stays fail safety -DNPROC=2 -DLIMIT=1 -DFAIR=0 -DMUTANT_dead_woken_mark_stays
-shm-unfair-mutant-rebuild-no-wake fail safety -DNPROC=3 -DLIMIT=2 -DFAIR=0 -DMUTANT_rebuild_no_wake
+shm-unfair-mutant-rebuild-no-wake fail safety -DNPROC=3 -DLIMIT=1 -DFAIR=0 -DMUTANT_rebuild_no_wake
+shm-unfair-mutant-recovery-no-rewake fail safety -DNPROC=3 -DLIMIT=1 -DFAIR=0 -DMUTANT_recovery_no_rewake
 EOF
 }
 

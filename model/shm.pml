@@ -77,12 +77,31 @@
  * WOKEN (barging). A reclaim that unqueues a dead head clears the word's
  * WOKEN mark; a rebuild's thaw word has none, and its census sends a
  * living WOKEN head back to WAITING and wakes it (its waker may have died
- * before sending the wake). Left out: the starvation guard (W_STARVING and
- * the handoff to a starving head: an unfair head that loses always waits
- * again) and the pre-wake of a short-hold head (prewake_head), which only
- * adds wakes. A sleeper's poll (every 100 ms in the code) is modelled only
- * when it finds an unaccounted dead process, as in fair mode: a waiter that
- * nothing but its next poll would wake counts as a lost wakeup.
+ * before sending the wake). Every recovery then wakes the nodes that were
+ * told something (rewake_told): a scan that reclaimed someone and did not
+ * rebuild wakes every WOKEN node, since a waker that died after marking
+ * the head, under the lock or between its unlock and its wakes, left it
+ * asleep, and the reclaim's dispatch, which finds the word WOKEN, leaves it
+ * to come on its own; a rebuild wakes them only if it gave up (one that
+ * ran has woken them in its census). These wakes go in the recoverer's
+ * own batch, sent after its unlock, and the killer may strike there too
+ * (-DKILLS=2): the head is then woken by its poll, which finds the dead
+ * recoverer, or by the rewake of whoever reclaims it first. Left out: the
+ * starvation guard (W_STARVING and the handoff to a starving head: an
+ * unfair head that loses always waits again) and the pre-wake of a
+ * short-hold head (prewake_head), which only adds wakes. A sleeper's poll
+ * (every 100 ms in the code) is modelled only when it finds an unaccounted
+ * dead process, as in fair mode: a waiter that nothing but its next poll
+ * would wake counts as a lost wakeup.
+ *
+ * Fair mode has no sleep and no wake: a waiter watches its node's state
+ * and polls when a dead process is left, so a handoff is seen at once and
+ * a wake cannot be lost. The same gap for a GRANTED node (a granter dead
+ * after the handoff, before its deferred wake; rewake_told wakes GRANTED
+ * nodes too) is therefore not visible to this model; test_shm_crash kills
+ * a granter there (after its unlock, and holding the lock after the
+ * handoff). Nor are the failure states (SHUTDOWN, INVALID: no close and no
+ * resize here) or async nodes (their agent's wake).
  *
  * -DMUTANT_<name> plants a defect; model/check.sh expects each to fail.
  * -DREACH=W_<name> turns a witness point into a failing assertion, to show
@@ -118,6 +137,8 @@
 #define W_waker_died   11  /* killed after marking a head WOKEN, the wake not sent */
 #define W_rebuild_wakes 12 /* a rebuild woke a sleeping WOKEN head */
 #define W_dead_woken_head 13 /* a reclaim unqueued a dead head the word had WOKEN */
+#define W_rewake       14  /* a recovery's rewake is the only wake for a head asleep in the kernel */
+#define W_rewaker_died 15  /* a recoverer killed after its unlock, that wake not sent */
 #ifdef REACH
 #define reached(w) assert(REACH != w)
 #else
@@ -170,6 +191,9 @@ byte lock;
 bool wbit;              /* the word's WOKEN bit */
 bool in_kernel[SLOTS];  /* asleep in the kernel on its node's state word */
 byte wb[SLOTS];         /* wakes to send after the unlock, one bit per node */
+#ifdef REACH
+byte rwb[SLOTS];        /* ghost, for W_rewaker_died: the rewake's wakes in wb */
+#endif
 #endif
 /* per process */
 short ledger[SLOTS]; /* may run below zero: a fast take, a slow give */
@@ -256,7 +280,16 @@ inline drop_lock(me)
 #else
 /* bhs_unlock: the unlock, then the wakes the hold left to send
  * (bhs_flush_wakes), one step each; a wake reaches only an owner asleep
- * in the kernel on that node's word. */
+ * in the kernel on that node's word. A kill lands before any of them as
+ * well as under the lock: the killer drops the wakes left in wb. Two wakes
+ * for one node in a hold (a dispatch's and a rewake's) are one bit: the
+ * second would only wake an owner that went back to sleep, to look at its
+ * state again. */
+#ifdef REACH
+#define RWB_DONE(me) rwb[me] = 0;
+#else
+#define RWB_DONE(me)
+#endif
 inline drop_lock(me)
 {
 	lock = 0;
@@ -264,7 +297,7 @@ inline drop_lock(me)
 	:: atomic { wb[me] & 1 -> wb[me] = wb[me] & 6; in_kernel[0] = false }
 	:: atomic { (wb[me] & 3) == 2 -> wb[me] = wb[me] & 5; in_kernel[1] = false }
 	:: atomic { (wb[me] & 7) == 4 -> wb[me] = 0; in_kernel[2] = false }
-	:: else -> break
+	:: else -> RWB_DONE(me) break
 	od
 }
 #endif
@@ -422,6 +455,51 @@ inline account(j)
 	given_back = given_back + taken[j]; gone[j] = true; taken[j] = 0
 }
 
+/* rewake_told() (reclaim.c), after every recovery: a process that told a
+ * sleeping waiter something (a WOKEN mark here; a grant, a failure) left
+ * the wake for after its unlock, and dead before the wake went out, it
+ * left the waiter asleep with news it has not seen, which no recovery
+ * tells it again (a dispatch leaves a WOKEN head to come on its own). So
+ * the recoverer wakes every node that was told something, in its own
+ * deferred batch: sent after its unlock (drop_lock), where it can die too.
+ * woken: WOKEN nodes as well; a rebuild that ran has woken those (its
+ * census sends them back to WAITING with a wake). The code skips nodes
+ * with no owner; a cleared node is IDLE here, and a wake for a dead one
+ * reaches nobody. One step: under the lock, and a told state changes
+ * without it only from GRANTED to CLAIMED, by an owner that is awake.
+ * The fair model has no sleep and no wake (its waiters watch their node's
+ * state), so the GRANTED case is not seen here: see the header. */
+#if !FAIR
+#ifdef REACH
+/* the only wake for a node whose owner sleeps in the kernel */
+#define RWB_NOTE(me, k) if :: in_kernel[k] && !(wb[me] & (1 << k)) -> \
+				rwb[me] = rwb[me] | (1 << k); reached(W_rewake) :: else fi
+#else
+#define RWB_NOTE(me, k) skip
+#endif
+inline rewake(me, woken)
+{
+#ifdef MUTANT_recovery_no_rewake
+	skip
+#else
+	atomic {
+		k = 0;
+		do
+		:: k < NPROC ->
+			if
+			:: nstate[k] == NS_GRANTED || (woken && nstate[k] == NS_WOKEN) ->
+				RWB_NOTE(me, k);
+				wb[me] = wb[me] | (1 << k)
+			:: else
+			fi;
+			k++
+		:: else -> k = 0; break
+		od
+	}
+#endif
+}
+#endif
+
 /* replay(): an open log whose recovery committed (the word's epoch is the
  * log's) is finished, each step idempotent; one that did not is dropped. */
 inline replay()
@@ -509,6 +587,10 @@ inline rebuild(me, must)
 	:: k == NPROC + 1 ->
 		/* nothing CASes a frozen word and we hold the lock */
 		atomic { frozen = false }
+#if !FAIR
+		/* bhs_rebuild_locked(): the told woken, WOKEN nodes too */
+		; rewake(me, true)
+#endif
 	:: else ->
 		/* census, log_open */
 		atomic {
@@ -595,6 +677,11 @@ inline rebuild(me, must)
 		atomic { avail = log_avail; held = log_held; nq = log_nq; frozen = false THAW_MARKS };
 		log_open = false;
 		dispatch(me)
+#if !FAIR
+		/* bhs_rebuild_locked(): the told woken (GRANTED nodes; this
+		 * model's unfair dispatch grants nothing, so none) */
+		; rewake(me, false)
+#endif
 	fi
 }
 
@@ -646,9 +733,18 @@ inline reclaim(me, j)
 #endif
 }
 
+#if FAIR
+#define FOUND
+#define FOUND_CLEAR
+#else
+#define FOUND ; found = true
+#define FOUND_CLEAR ; found = false
+#endif
+
 /* bhs_scan_locked: reclaim the dead whose ledgers are closed; rebuild when
  * one died inside a window (opened: a flag of its own, which the dispatch
- * in a reclaim does not touch). */
+ * in a reclaim does not touch), which wakes the told itself; else, when it
+ * reclaimed someone (found), wake the told, the WOKEN among them. */
 inline scan(me)
 {
 	j = 0;
@@ -658,18 +754,21 @@ inline scan(me)
 		if
 		:: dead_left(j) && open_any(j) ->
 #ifdef MUTANT_trust_open_ledger
-			reclaim(me, j)
+			reclaim(me, j) FOUND
 #else
 			opened = true
 #endif
-		:: dead_left(j) && !open_any(j) -> reclaim(me, j)
+		:: dead_left(j) && !open_any(j) -> reclaim(me, j) FOUND
 		:: else
 		fi;
 		j++
 	:: else -> break
 	od;
 	if
-	:: opened -> opened = false; reached(W_rebuild); rebuild(me, false)
+	:: opened -> opened = false FOUND_CLEAR; reached(W_rebuild); rebuild(me, false)
+#if !FAIR
+	:: !opened && found -> found = false; rewake(me, true)
+#endif
 	:: else
 	fi
 }
@@ -736,7 +835,7 @@ inline wait_loop(me)
 proctype worker(byte me)
 {
 	byte round, h, k, j, saved, live_held;
-	bool ok, rb, opened, won;
+	bool ok, rb, opened, found, won;
 	bool live[NPROC];
 	bool tkn[NPROC];
 	bool dying[NPROC];
@@ -886,6 +985,15 @@ active proctype killer()
 				fi
 #if !FAIR
 				;
+#ifdef REACH
+				/* a recoverer past its unlock, the wake its rewake
+				 * left for a sleeper not sent */
+				if
+				:: lock != v + 1 && (rwb[v] & wb[v]) != 0 -> reached(W_rewaker_died)
+				:: else
+				fi;
+				rwb[v] = 0;
+#endif
 				/* wakes it never sent: a head it marked WOKEN sleeps on */
 				if
 				:: wb[v] != 0 -> reached(W_waker_died); wb[v] = 0
@@ -904,7 +1012,7 @@ active proctype killer()
 active proctype last_caller()
 {
 	byte h, k, j, saved, live_held;
-	bool rb, opened;
+	bool rb, opened, found;
 	bool live[NPROC];
 	bool tkn[NPROC];
 	bool dying[NPROC];
