@@ -480,9 +480,9 @@ static void test_killed_taking_extra_node(void **state)
 	shm_done(bh, name);
 }
 
-/* The child of test_killed_waking_head: takes the permit, says so, and on
- * cue gives it back; the release wakes the queued head (unfair mode), and
- * the child stops at BP_WOKE_HEAD, before the unlock would send the wake. */
+/* The child of killed_after_telling: takes the permit, says so, and on cue
+ * gives it back; the release tells the queued head (a grant, or a WOKEN
+ * mark), and the child stops at its point, before the wake goes out. */
 static int act_take_release_on_cue(bulkhead_t *bh, struct victim *v, int out, int in)
 {
 	if (bh_try_acquire(bh, v->n) != 0)
@@ -494,58 +494,6 @@ static int act_take_release_on_cue(bulkhead_t *bh, struct victim *v, int out, in
 }
 
 static struct child woke_by;
-
-/* Our only wait, asleep as the queue's head: the child marks our node
- * WOKEN and dies before waking us; our look for the dead takes the lock
- * over and rebuilds, and what it sends before it returns is counted. */
-static int sleep_through_granter_death(struct fake_sync *f, unsigned call)
-{
-	struct bhs_seg *g = bhs_segment(f->bh, NULL);
-	unsigned before = fake_wakes(f);
-	char point = 0;
-
-	assert_int_equal(call, 0);
-	say(woke_by.wr, 1);
-	assert_int_equal(read(woke_by.rd, &point, 1), 1);
-	assert_int_equal(point, BP_WOKE_HEAD);
-	kill_reap(&woke_by);
-	assert_int_equal(fake_wakes(f), before);
-	bhs_scan_now(f->bh); /* takes the lock over, and rebuilds */
-	assert_int_equal(atomic_load(&g->deaths), 1);
-	assert_int_equal(fake_wakes(f), before + 1);
-	return 0;
-}
-
-/* A process that marked a sleeping head WOKEN (unfair mode) and died
- * before its unlock sent the wake: the rebuild sends the head back to
- * WAITING and must wake it itself. Its dispatch marks the head WOKEN
- * again, but from WAITING, which owes no wake (only a SLEEPING node is
- * woken), so without the rebuild's wake the head sleeps on until its next
- * poll for the dead (100 ms), the free permit unused. */
-static void test_killed_waking_head(void **state)
-{
-	const char *name = uniq("woke-head");
-	bulkhead_t *bh = shm_make(name, 1, 4, 0);
-	struct victim v = { name, BP_WOKE_HEAD, 1, act_take_release_on_cue, 1 };
-	struct fake_sync f;
-
-	(void)state;
-	woke_by = spawn(victim_main, &v);
-	assert_int_equal(hear(woke_by.rd), 1); /* it holds the permit */
-	fake_init(&f, 1000, sleep_through_granter_death);
-	f.bh = bh;
-	bhs_set_sync_ops(bh, &f.ops);
-	assert_int_equal(bh_acquire(bh, 1, BH_FOREVER), 0);
-	assert_int_equal(f.waits, 1);
-	assert_int_equal(fake_wakes(&f), 1);
-	assert_false(bhs_word(bh) & (W_STARVING | W_WOKEN));
-	assert_int_equal(stats_of(bh).in_flight, 1);
-	assert_int_equal(stats_of(bh).reclaimed, 0);
-	assert_int_equal(bh_release(bh, 1), 0);
-	bhs_set_sync_ops(bh, NULL);
-	all_permits_back(bh, 1);
-	shm_done(bh, name);
-}
 
 /* A process that told a sleeping head something and died before the wake
  * it deferred to its unlock went out: a grant (BH_FAIR) or a WOKEN mark
@@ -604,6 +552,18 @@ static void killed_after_telling(uint32_t flags, int at, int rebuilds)
 	bhs_set_sync_ops(bh, NULL);
 	all_permits_back(bh, 1);
 	shm_done(bh, name);
+}
+
+/* A process that marked a sleeping head WOKEN (unfair mode) and died
+ * before its unlock sent the wake: the rebuild sends the head back to
+ * WAITING and must wake it itself. Its dispatch marks the head WOKEN
+ * again, but from WAITING, which owes no wake (only a SLEEPING node is
+ * woken), so without the rebuild's wake the head sleeps on until its next
+ * poll for the dead (100 ms), the free permit unused. */
+static void test_killed_waking_head(void **state)
+{
+	(void)state;
+	killed_after_telling(0, BP_WOKE_HEAD, 1);
 }
 
 static void test_killed_after_unlock_woken_head(void **state)
